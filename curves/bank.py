@@ -1,0 +1,314 @@
+"""The curve bank: a versioned directory of real per-batch training-loss curves.
+
+Layout of a bank directory::
+
+    manifest.json      format, version, family rules, one record per curve
+    <family>.npz       one float32 array of per-batch losses per curve, keyed "<split>_<index:03d>"
+
+Only per-batch losses are stored; the cumulative-average curve L(s) (mean of the first s per-batch losses,
+DESIGN §2) is derived on load in float64, so it is exact up to float32 storage of the raw losses.
+
+Every write is atomic (temporary file + ``os.replace``) so an interrupted generator never leaves a torn file,
+and the manifest is always written after the arrays it describes.  This module is pure NumPy: the simulator
+imports it and must never pull in torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT = "mara-curve-bank"
+VERSION = 1
+SPLITS = ("train", "val", "test")
+ROLES = ("id", "ood")
+MANIFEST = "manifest.json"
+DEFAULT_BANK = Path(__file__).resolve().parent / "bank"
+
+
+class BankError(ValueError):
+    """A bank file is missing, corrupt or inconsistent; the message names the file and the curve."""
+
+
+@dataclass(frozen=True)
+class CurveRecord:
+    """The recipe that produced one curve, enough to regenerate it with ``curves.generate``."""
+
+    family: str
+    split: str
+    index: int
+    seed: int
+    data_seed: int
+    batch_size: int
+    lr: float
+    preset: str
+    source: str
+    length: int
+    generator_commit: str = "unknown"
+
+    @property
+    def id(self) -> str:
+        """Stable identifier ``family/split/index`` used by workloads to reference a curve."""
+        return f"{self.family}/{self.split}/{self.index:03d}"
+
+    @property
+    def key(self) -> str:
+        """Array name inside the family's NPZ file."""
+        return f"{self.split}_{self.index:03d}"
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """A task family and its calibrated task rules (DESIGN §4).
+
+    ``eps`` is ``{"kind": "scaled", "base": b, "low": 0.9, "high": 1.1}`` (ε = b·U[low, high]) or
+    ``{"kind": "loguniform", "low": a, "high": b}``; ``budget`` is ``{"kind": "interval", "low": a,
+    "high": b}`` (integer, inclusive) or ``{"kind": "set", "values": [...]}``.  Both are ``None`` until the
+    family is calibrated, and a workload cannot be drawn from an uncalibrated family.
+    """
+
+    name: str
+    role: str
+    modality: str
+    dataset: str
+    model: str
+    eps: dict[str, Any] | None = None
+    budget: dict[str, Any] | None = None
+    notes: str = ""
+
+    @property
+    def max_budget(self) -> int:
+        """The largest available time this family's rule can draw (curves are generated to twice this)."""
+        if self.budget is None:
+            raise BankError(f"family {self.name!r} has no calibrated budget rule")
+        if self.budget["kind"] == "interval":
+            return int(self.budget["high"])
+        return int(max(self.budget["values"]))
+
+
+def _atomic_write_bytes(path: Path, write: Any) -> None:
+    """Write through ``write(fileobj)`` to a temporary file beside ``path``, then rename over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically, sorted and indented so that diffs of the manifest stay readable."""
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    _atomic_write_bytes(Path(path), lambda handle: handle.write(text.encode()))
+
+
+def atomic_write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write a compressed NPZ atomically."""
+    _atomic_write_bytes(Path(path), lambda handle: np.savez_compressed(handle, **arrays))
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    path = root / MANIFEST
+    if not path.is_file():
+        raise BankError(f"{path}: curve bank manifest not found (generate one with `python -m curves.generate`)")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BankError(f"{path}: unreadable manifest: {exc}") from exc
+    if data.get("format") != FORMAT or data.get("version") != VERSION:
+        raise BankError(f"{path}: not a {FORMAT} v{VERSION} manifest "
+                        f"(format={data.get('format')!r}, version={data.get('version')!r})")
+    return data
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise BankError(f"{path}: curve array file is missing")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise BankError(f"{path}: corrupt curve array file: {exc}") from exc
+
+
+def _parse_record(raw: Mapping[str, Any], where: str) -> CurveRecord:
+    names = {f.name for f in dataclasses.fields(CurveRecord)}
+    missing = names - set(raw) - {"generator_commit"}
+    if missing:
+        raise BankError(f"{where}: curve record lacks fields {sorted(missing)}")
+    record = CurveRecord(**{k: raw[k] for k in names if k in raw})
+    if record.split not in SPLITS:
+        raise BankError(f"{where}: curve {record.id}: split {record.split!r} is not one of {SPLITS}")
+    return record
+
+
+def _parse_family(name: str, raw: Mapping[str, Any], where: str) -> FamilySpec:
+    try:
+        spec = FamilySpec(name=name, **raw)
+    except TypeError as exc:
+        raise BankError(f"{where}: family {name!r}: {exc}") from exc
+    if spec.role not in ROLES:
+        raise BankError(f"{where}: family {name!r}: role {spec.role!r} is not one of {ROLES}")
+    return spec
+
+
+def cumulative_average(per_batch: np.ndarray) -> np.ndarray:
+    """L(s) = mean of the first s per-batch losses, s = 1..n, in float64."""
+    losses = np.asarray(per_batch, dtype=np.float64)
+    return np.cumsum(losses) / np.arange(1, losses.size + 1)
+
+
+@dataclass
+class CurveBank:
+    """A loaded, validated curve bank.  Use :func:`load_bank` to create one."""
+
+    root: Path
+    families: dict[str, FamilySpec]
+    records: dict[str, CurveRecord]
+    per_batch: dict[str, np.ndarray] = field(repr=False)
+
+    def ids(self, family: str | None = None, splits: Iterable[str] | None = None) -> list[str]:
+        """Curve ids in a stable order, optionally filtered by family and split."""
+        wanted = None if splits is None else set(splits)
+        return sorted(cid for cid, rec in self.records.items()
+                      if (family is None or rec.family == family) and (wanted is None or rec.split in wanted))
+
+    def cumavg(self, curve_id: str) -> np.ndarray:
+        """The cumulative-average loss curve L(1..n) of one curve (float64)."""
+        return cumulative_average(self.per_batch[curve_id])
+
+    @cached_property
+    def max_length(self) -> int:
+        """Length of the longest curve: the simulator's history width H_max."""
+        return max((rec.length for rec in self.records.values()), default=0)
+
+    def family(self, name: str) -> FamilySpec:
+        """The family spec, with an error that lists the known families."""
+        if name not in self.families:
+            raise BankError(f"{self.root}: unknown family {name!r}; the bank holds {sorted(self.families)}")
+        return self.families[name]
+
+
+def validate_curve(per_batch: np.ndarray, where: str) -> None:
+    """Reject curves that no simulator could use: wrong shape, non-finite or negative losses."""
+    if per_batch.ndim != 1 or per_batch.size == 0:
+        raise BankError(f"{where}: expected a non-empty 1-D loss array, got shape {per_batch.shape}")
+    if not np.all(np.isfinite(per_batch)):
+        bad = int(np.flatnonzero(~np.isfinite(per_batch))[0])
+        raise BankError(f"{where}: non-finite loss at batch {bad + 1}")
+    if np.any(per_batch < 0):
+        raise BankError(f"{where}: negative loss at batch {int(np.flatnonzero(per_batch < 0)[0]) + 1}")
+    if not np.all(cumulative_average(per_batch) > 0):
+        raise BankError(f"{where}: the cumulative-average loss must be positive")
+
+
+def load_bank(root: str | os.PathLike[str] = DEFAULT_BANK) -> CurveBank:
+    """Load and validate a bank; any problem raises :class:`BankError` naming the file and the curve."""
+    root = Path(root)
+    manifest = _read_manifest(root)
+    where = str(root / MANIFEST)
+    families = {name: _parse_family(name, raw, where) for name, raw in manifest.get("families", {}).items()}
+    records: dict[str, CurveRecord] = {}
+    for raw in manifest.get("curves", []):
+        record = _parse_record(raw, where)
+        if record.family not in families:
+            raise BankError(f"{where}: curve {record.id} belongs to undeclared family {record.family!r}")
+        if record.id in records:
+            raise BankError(f"{where}: curve {record.id} is listed twice")
+        records[record.id] = record
+    per_batch: dict[str, np.ndarray] = {}
+    for name in families:
+        members = [rec for rec in records.values() if rec.family == name]
+        if not members:
+            continue
+        path = root / f"{name}.npz"
+        arrays = _read_npz(path)
+        expected = {rec.key for rec in members}
+        extra = sorted(set(arrays) - expected)
+        if extra:
+            raise BankError(f"{path}: arrays {extra[:5]} have no record in {MANIFEST} (manifest/array mismatch)")
+        for rec in members:
+            curve_where = f"{path}: curve {rec.id}"
+            if rec.key not in arrays:
+                raise BankError(f"{curve_where}: listed in {MANIFEST} but absent from the file")
+            losses = arrays[rec.key]
+            validate_curve(losses, curve_where)
+            if losses.size != rec.length:
+                raise BankError(f"{curve_where}: manifest says length {rec.length}, file holds {losses.size}")
+            per_batch[rec.id] = losses.astype(np.float32, copy=False)
+    return CurveBank(root=root, families=families, records=records, per_batch=per_batch)
+
+
+class BankWriter:
+    """Adds curves to a bank directory one at a time, atomically, so generation can resume anywhere.
+
+    The family NPZ is rewritten with the new curve first, then the manifest; a crash between the two leaves
+    an array without a record, which :meth:`reconcile` (called on open) drops, and the generator regenerates.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / MANIFEST
+        self.manifest = _read_manifest(self.root) if path.exists() else {
+            "format": FORMAT, "version": VERSION, "families": {}, "curves": []}
+        self.reconcile()
+
+    def _records(self) -> list[CurveRecord]:
+        return [_parse_record(raw, str(self.root / MANIFEST)) for raw in self.manifest["curves"]]
+
+    def reconcile(self) -> None:
+        """Drop arrays that the manifest does not list (left by an interrupted write)."""
+        keys_by_family: dict[str, set[str]] = {}
+        for rec in self._records():
+            keys_by_family.setdefault(rec.family, set()).add(rec.key)
+        for path in self.root.glob("*.npz"):
+            listed = keys_by_family.get(path.stem, set())
+            arrays = _read_npz(path)
+            if set(arrays) - listed:
+                atomic_write_npz(path, {k: v for k, v in arrays.items() if k in listed})
+
+    def has(self, family: str, split: str, index: int) -> bool:
+        """Whether the curve is already finished (the generator skips it)."""
+        return any(r.family == family and r.split == split and r.index == index for r in self._records())
+
+    def declare_family(self, spec: FamilySpec) -> None:
+        """Add or update a family's description and rules."""
+        body = dataclasses.asdict(spec)
+        del body["name"]
+        self.manifest["families"][spec.name] = body
+        atomic_write_json(self.root / MANIFEST, self.manifest)
+
+    def add(self, record: CurveRecord, per_batch: np.ndarray) -> None:
+        """Store one finished curve: arrays first, then the manifest."""
+        losses = np.asarray(per_batch, dtype=np.float32)
+        validate_curve(losses, f"{self.root}: new curve {record.id}")
+        if record.length != losses.size:
+            raise BankError(f"{self.root}: new curve {record.id}: record length {record.length} != {losses.size}")
+        if record.family not in self.manifest["families"]:
+            raise BankError(f"{self.root}: declare family {record.family!r} before adding curves to it")
+        path = self.root / f"{record.family}.npz"
+        arrays = _read_npz(path) if path.exists() else {}
+        arrays[record.key] = losses
+        atomic_write_npz(path, arrays)
+        curves = [raw for raw in self.manifest["curves"]
+                  if (raw["family"], raw["split"], raw["index"]) != (record.family, record.split, record.index)]
+        curves.append(dataclasses.asdict(record))
+        curves.sort(key=lambda raw: (raw["family"], SPLITS.index(raw["split"]), raw["index"]))
+        self.manifest["curves"] = curves
+        atomic_write_json(self.root / MANIFEST, self.manifest)

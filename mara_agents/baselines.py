@@ -1,0 +1,80 @@
+"""Naive allocators that need no predictor: FIFO, EDF (the paper's baselines) and uniform random.
+
+FIFO and EDF are work-conserving: every node serves a task while unserved active tasks remain.  Both read
+only the observation: a slot's elapsed time since arrival is B·(1 − remaining_time) and its time to
+deadline is B·remaining_time.  Ties go to the lower slot index.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mara_env.features import TASK_FEATURE_INDEX
+
+_PRESENT = TASK_FEATURE_INDEX["present"]
+_REMAINING = TASK_FEATURE_INDEX["remaining_time"]
+
+
+def serve_in_order(order: np.ndarray, num_nodes: int) -> np.ndarray:
+    """Node i serves the i-th slot of ``order`` (slot indices, most urgent first); other nodes idle."""
+    action = np.zeros(num_nodes, dtype=np.int64)
+    chosen = order[:num_nodes]
+    action[: chosen.size] = chosen + 1
+    return action
+
+
+def _present_slots(observation: dict[str, np.ndarray]) -> np.ndarray:
+    return np.flatnonzero(observation["tasks"][:, _PRESENT] > 0)
+
+
+class FIFOPolicy:
+    """Serve the M earliest arrivals among active tasks."""
+
+    def reset(self) -> None:
+        """Stateless."""
+
+    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        slots = _present_slots(observation)
+        elapsed = observation["budget"][slots] * (1.0 - observation["tasks"][slots, _REMAINING])
+        order = slots[np.argsort(-elapsed, kind="stable")]
+        return serve_in_order(order, observation["action_mask"].shape[0])
+
+
+class EDFPolicy:
+    """Serve the M active tasks with the earliest deadlines."""
+
+    def reset(self) -> None:
+        """Stateless."""
+
+    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        slots = _present_slots(observation)
+        to_deadline = observation["budget"][slots] * observation["tasks"][slots, _REMAINING]
+        order = slots[np.argsort(to_deadline, kind="stable")]
+        return serve_in_order(order, observation["action_mask"].shape[0])
+
+
+class RandomPolicy:
+    """A joint action drawn uniformly from all legal matchings (nodes → distinct occupied slots or idle).
+
+    With n occupied slots and M nodes there are C(n, j)·M!/(M − j)! matchings that serve j tasks; we draw j
+    with that weight, then the j slots and the j serving nodes uniformly.
+    """
+
+    def __init__(self, seed: int | None = None):
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self) -> None:
+        """Keep the generator running across episodes: the sequence depends only on the seed."""
+
+    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        slots = _present_slots(observation)
+        m, n = observation["action_mask"].shape[0], slots.size
+        counts = np.array([math.comb(n, j) * math.perm(m, j) for j in range(min(m, n) + 1)], dtype=float)
+        served = int(self.rng.choice(counts.size, p=counts / counts.sum()))
+        action = np.zeros(m, dtype=np.int64)
+        nodes = self.rng.choice(m, size=served, replace=False)
+        action[nodes] = self.rng.choice(slots, size=served, replace=False) + 1
+        return action

@@ -1,0 +1,30 @@
+"""MARA-v0: allocate discrete compute nodes among learning tasks with deadlines (Gymnasium + PettingZoo).
+
+``import mara_env`` registers ``MARA-v0`` with Gymnasium (``gym.make("MARA-v0")``) and, where the installed
+PettingZoo has a registry, the AEC and parallel variants with PettingZoo. This package never imports torch.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+import pettingzoo
+
+from mara_env.config import MARAConfig
+from mara_env.pettingzoo_env import env, parallel_env
+from mara_env.simulator import oracle_successes
+from mara_env.tasksets import TASK_SETS, register_task_set
+from mara_env.workload import Episode, Workload, load_workload, save_workload
+
+__all__ = ["MARAConfig", "Episode", "Workload", "TASK_SETS", "env", "parallel_env", "load_workload",
+           "save_workload", "oracle_successes", "register_task_set"]
+
+ENV_ID = "MARA-v0"
+
+if ENV_ID not in gymnasium.registry:
+    gymnasium.register(id=ENV_ID, entry_point="mara_env.gym_env:MARAEnv")
+
+if hasattr(pettingzoo, "register") and hasattr(pettingzoo, "aec_registry"):
+    if ENV_ID not in pettingzoo.aec_registry:
+        pettingzoo.register("aec", ENV_ID, "mara_env.pettingzoo_env:env")
+    if ENV_ID not in pettingzoo.parallel_registry:
+        pettingzoo.register("parallel", ENV_ID, "mara_env.pettingzoo_env:parallel_env")

@@ -1,0 +1,109 @@
+"""What every front end shares: the bank, where episodes come from, the simulator and the reward.
+
+The Gymnasium and PettingZoo environments are thin adapters over :class:`Engine`; they differ only in how
+actions arrive (one joint action, or one node at a time) and how observations are shaped.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from curves.bank import DEFAULT_BANK, CurveBank, load_bank
+from mara_env.config import MARAConfig
+from mara_env.simulator import Simulator, StepOutcome
+from mara_env.tasksets import TASK_SETS
+from mara_env.workload import Episode, Workload, load_workload
+
+INFO_KEYS = ("successes", "expirations", "conflicts")
+
+
+@lru_cache(maxsize=8)
+def cached_bank(path: str) -> CurveBank:
+    """Load each bank once per process: vector envs and evaluation workers create many environments."""
+    return load_bank(path)
+
+
+@lru_cache(maxsize=32)
+def cached_workload(path: str, bank_path: str) -> Workload:
+    """Load and check each workload file once per process."""
+    return load_workload(path, cached_bank(bank_path))
+
+
+class Engine:
+    """Episode source + simulator + reward for one environment instance."""
+
+    def __init__(self, config: MARAConfig):
+        self.config = config
+        self.bank_path = str(config.bank or DEFAULT_BANK)
+        self.bank = cached_bank(self.bank_path)
+        self.workload = cached_workload(str(config.workload), self.bank_path) if config.workload else None
+        self.sim = Simulator(config, self.bank)
+        self._replayed = 0
+
+    def next_episode(self, rng: np.random.Generator, options: dict[str, Any] | None) -> Episode:
+        """A workload episode (``options={"episode": i}``, else the next in turn) or a fresh random one."""
+        options = options or {}
+        if isinstance(options.get("episode"), Episode):
+            return options["episode"]
+        if self.workload is not None:
+            episodes = self.workload.episodes
+            index = options.get("episode", self._replayed % len(episodes))
+            if not isinstance(index, (int, np.integer)) or not 0 <= index < len(episodes):
+                raise ValueError(f"options['episode'] must be an index in [0, {len(episodes)}), got {index!r}")
+            self._replayed = int(index) + 1
+            return episodes[int(index)]
+        cfg = self.config
+        return TASK_SETS[cfg.task_set].sample(self.bank, rng, cfg.arrival_prob, cfg.arrival_window,
+                                              cfg.curve_splits)
+
+    def reset(self, rng: np.random.Generator, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Start an episode; returns the reset info (all step-info counters at zero)."""
+        self.sim.load(self.next_episode(rng, options))
+        return {key: 0 for key in INFO_KEYS}
+
+    def step(self, picks: list[int]) -> tuple[float, bool, dict[str, Any]]:
+        """Advance the simulator; returns (team reward, terminated, info)."""
+        outcome: StepOutcome = self.sim.step(picks)
+        reward = float(outcome.successes)
+        if self.config.reward == "shaped":
+            reward += self.config.shaping_beta * (outcome.potential_after - outcome.potential_before)
+        info: dict[str, Any] = {"successes": outcome.successes, "expirations": outcome.expirations,
+                                "conflicts": outcome.conflicts}
+        if outcome.terminated:
+            info["episode_metrics"] = self.sim.metrics()
+        return reward, outcome.terminated, info
+
+    def render_text(self) -> str:
+        """An ASCII table of slots, queue and nodes (``render_mode="ansi"``)."""
+        sim = self.sim
+        lines = [f"t={sim.t}  queue={len(sim.queue)}  successes={sim.totals['successes']}  "
+                 f"expirations={sim.totals['expirations']}",
+                 f"{'slot':>4} {'curve':<32} {'batches':>9} {'left':>5} {'loss':>8} {'eps':>8}  nodes"]
+        served = {slot: node for node, slot in enumerate(sim.last_served)}
+        for row in sim.describe_slots():
+            node = served.get(row["slot"])
+            lines.append(f"{row['slot']:>4} {row['curve']:<32} {row['batches']:>4}/{row['budget']:<4} "
+                         f"{row['left']:>5} {row['loss']:>8.4f} {row['eps']:>8.4f}  "
+                         f"{'' if node is None else 'served'}")
+        lines.append(f"busy nodes last step: {len(sim.last_served)}/{sim.num_nodes}")
+        return "\n".join(lines) + "\n"
+
+
+def parse_picks(action: Any, num_nodes: int, num_slots: int) -> list[int]:
+    """Check a joint action's shape and range; return it as a list of ints for the simulator.
+
+    A legal-shaped action is never rejected for conflicts (those become idle and are counted), but a wrong
+    shape or an out-of-range value is a programming error and raises a clear ``ValueError``.
+    """
+    array = np.asarray(action)
+    if array.shape != (num_nodes,):
+        raise ValueError(f"action must have shape ({num_nodes},) — one choice per node — got {array.shape}")
+    if array.dtype.kind not in "iu":
+        if array.dtype.kind != "f" or not np.all(np.mod(array, 1) == 0):
+            raise ValueError(f"action must hold integers, got dtype {array.dtype}")
+    if array.size and (array.min() < 0 or array.max() > num_slots):
+        raise ValueError(f"action values must lie in [0, {num_slots}] (0 = idle, j = slot j-1), got {array.tolist()}")
+    return [int(v) for v in array.tolist()]

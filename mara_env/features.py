@@ -1,0 +1,36 @@
+"""Names and order of the observation's per-slot and global features (DESIGN §3).
+
+Agents index observations through these constants, never through the simulator's internals, so the
+observation layout is defined in exactly one place.
+"""
+
+from __future__ import annotations
+
+TASK_FEATURES: tuple[str, ...] = (
+    "present",          # 1 for an occupied slot, 0 for an empty one (all other features are then 0)
+    "remaining_time",   # (deadline - t) / B
+    "batches_done",     # s / B
+    "current_loss",     # L(s), the latest cumulative-average loss (0 before the first batch)
+    "initial_loss",     # L(1), the loss at the first batch (0 before it)
+    "target_loss",      # epsilon
+    "log_loss_ratio",   # log(L(s) / epsilon) (0 before the first batch)
+    "warmup",           # min(observations / 4, 1)
+    "log_batch_size",   # log of the task's batch size
+    "log_lr",           # log of the task's learning rate
+    "queue_wait",       # steps spent in the admission queue / B
+)
+TASK_FEATURE_INDEX: dict[str, int] = {name: i for i, name in enumerate(TASK_FEATURES)}
+NUM_TASK_FEATURES = len(TASK_FEATURES)
+
+# Besides ``tasks`` the observation carries per-slot arrays that predictors need in absolute units:
+# ``history`` (K, H_max) cumulative-average losses so far, ``history_len`` (K,) observations so far and
+# ``budget`` (K,) the available time B of each slot's task (0 for an empty slot).
+
+GLOBAL_FEATURES: tuple[str, ...] = (
+    "nodes",        # M / M_max
+    "active",       # active tasks / K
+    "queue",        # queued tasks / K
+    "time",         # t / T
+)
+GLOBAL_FEATURE_INDEX: dict[str, int] = {name: i for i, name in enumerate(GLOBAL_FEATURES)}
+NUM_GLOBAL_FEATURES = len(GLOBAL_FEATURES)

@@ -1,0 +1,79 @@
+"""The fixed evaluation workloads (DESIGN §4): generated once from the shipped bank's test curves.
+
+For each task set (id, rl_ood, vit_ood) and load p ∈ {0.04, 0.05, 0.06, 0.07}: 5 roots × 12 episodes, one
+file per (task set, load); plus ``stress.json`` (5 roots × 12 episodes of the stress test).  Every root has
+its own seed derived from (task set, load, root), so files can be regenerated independently and a test pins
+their checksums.  Regenerate with ``python -m mara_env.fixed_workloads`` (only after the bank changes).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from curves.bank import DEFAULT_BANK, CurveBank, load_bank
+from mara_env.config import MARAConfig
+from mara_env.tasksets import TASK_SETS
+from mara_env.workload import Workload, save_workload
+
+WORKLOAD_DIR = Path(__file__).resolve().parent / "workloads"
+EVAL_TASK_SETS = ("id", "rl_ood", "vit_ood")
+EVAL_LOADS = (0.04, 0.05, 0.06, 0.07)
+ROOTS = 5
+EPISODES_PER_ROOT = 12
+SEED_BASE = 20260401
+EVAL_SPLITS = ("test",)
+
+
+def workload_path(task_set: str, load: float | None = None, directory: Path = WORKLOAD_DIR) -> Path:
+    """Where the fixed workload of a task set and load lives (the stress set has no load)."""
+    if task_set == "stress":
+        return directory / "stress.json"
+    return directory / f"{task_set}_p{load:.2f}.json"
+
+
+def root_rng(task_set: str, load: float, root: int) -> np.random.Generator:
+    """Independent generator per (task set, load, root)."""
+    code = sorted(TASK_SETS).index(task_set) if task_set in TASK_SETS else 0
+    return np.random.default_rng([SEED_BASE, code, int(round(load * 1000)), root])
+
+
+def build_workload(bank: CurveBank, task_set: str, load: float, roots: int = ROOTS,
+                   episodes: int = EPISODES_PER_ROOT) -> Workload:
+    """Draw ``roots × episodes`` episodes of a task set from the bank's test curves."""
+    window = MARAConfig().arrival_window
+    drawn = []
+    for root in range(roots):
+        rng = root_rng(task_set, load, root)
+        drawn.extend(TASK_SETS[task_set].sample(bank, rng, load, window, EVAL_SPLITS, root=root, index=i)
+                     for i in range(episodes))
+    return Workload(tuple(drawn), task_set, None if task_set == "stress" else load)
+
+
+def generate_all(bank: CurveBank, directory: Path = WORKLOAD_DIR) -> list[Path]:
+    """Write every fixed evaluation workload file; returns their paths."""
+    written = []
+    for task_set in EVAL_TASK_SETS:
+        for load in EVAL_LOADS:
+            path = workload_path(task_set, load, directory)
+            save_workload(path, build_workload(bank, task_set, load))
+            written.append(path)
+    stress = workload_path("stress", directory=directory)
+    save_workload(stress, build_workload(bank, "stress", 0.0))
+    written.append(stress)
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), help="curve bank directory")
+    parser.add_argument("--out", default=str(WORKLOAD_DIR), help="directory for the workload files")
+    args = parser.parse_args(argv)
+    for path in generate_all(load_bank(args.bank), Path(args.out)):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""The Gymnasium front end: ``gym.make("MARA-v0")``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from mara_env.config import MARAConfig
+from mara_env.engine import Engine, parse_picks
+from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
+
+
+# Finite bounds (checkers and some RL libraries reject infinite boxes); losses, log-ratios and budgets of
+# any realistic bank lie far inside them.
+VALUE_BOUND = 1e6
+
+
+def observation_spaces(num_slots: int, history_width: int) -> dict[str, spaces.Space]:
+    """The observation entries shared by the Gymnasium and PettingZoo envs (all but the action mask)."""
+    return {
+        "tasks": spaces.Box(-VALUE_BOUND, VALUE_BOUND, (num_slots, NUM_TASK_FEATURES), np.float32),
+        "history": spaces.Box(0.0, VALUE_BOUND, (num_slots, history_width), np.float32),
+        "history_len": spaces.Box(0, history_width, (num_slots,), np.int64),
+        "budget": spaces.Box(0.0, VALUE_BOUND, (num_slots,), np.float32),
+        "global": spaces.Box(0.0, VALUE_BOUND, (NUM_GLOBAL_FEATURES,), np.float32),
+    }
+
+
+class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
+    """Allocate M compute nodes among training tasks that must reach a target loss before a deadline.
+
+    ## Description
+    Training tasks arrive over time (Bernoulli(p) per step during a window of T = 500 steps). Each follows a
+    real, pre-recorded training-loss curve from the curve bank, has a target loss ε and an available time B
+    (deadline d = arrival + B). At most K tasks are *active* in numbered slots; the rest wait in a FIFO
+    admission queue (their deadline runs while they wait). Each step every node serves one active task or
+    idles; a served task executes one optimisation batch and reveals its new cumulative-average loss. A task
+    succeeds when that loss reaches ε, and expires at its deadline. The curve ahead of a task is never
+    observed. This is the environment of Zhao et al. (2026), *MARA: Flow-Matching-Guided Multi-Agent
+    Resource Allocation for Computational Resource Efficient Learning*.
+
+    ## Action Space
+    ``MultiDiscrete([K + 1] * M)``: entry i is node i's choice, 0 = idle, j = slot j − 1. If a node picks an
+    empty slot or a slot that a lower-indexed node already picked, its pick becomes idle and
+    ``info["conflicts"]`` counts it. Wrong shapes or out-of-range values raise ``ValueError``.
+    ``action_masks()`` returns the flattened per-node mask for sb3-contrib's ``MaskablePPO``.
+
+    ## Observation Space
+    ``Dict``; all arrays are new on every call.
+
+    | key           | shape         | dtype   | meaning                                                          |
+    |---------------|---------------|---------|------------------------------------------------------------------|
+    | action_mask   | (M, K + 1)    | int8    | per node: idle (column 0, always 1) and occupied slots           |
+    | tasks         | (K, 11)       | float32 | per slot, see ``mara_env.features.TASK_FEATURES`` (0 when empty) |
+    | history       | (K, H_max)    | float32 | cumulative-average losses observed so far, zero padded           |
+    | history_len   | (K,)          | int64   | observations so far (= batches executed)                         |
+    | budget        | (K,)          | float32 | available time B of the slot's task (0 when empty)               |
+    | global        | (4,)          | float32 | M / M_max, active / K, queued / K, t / T                         |
+
+    H_max is the length of the longest curve in the bank.
+
+    ## Rewards
+    ``reward="shaped"`` (default): r_t = (tasks that succeed in step t) + β (Φ_{t+1} − Φ_t), β = 0.1, with the
+    log-progress potential Φ of paper Eq. 13 summed over active tasks. Φ is zero at both episode ends, so the
+    undiscounted return equals the number of successful tasks exactly. ``reward="sparse"``: the success
+    count only.
+
+    ## Starting State
+    Time 0 of an episode drawn from ``task_set`` with ``reset(seed=...)``'s generator, or the next episode
+    of the ``workload`` file (``reset(options={"episode": i})`` picks one).
+
+    ## Episode End
+    Terminates once the arrival window has passed and every task has succeeded or expired (episodes with no
+    task end at T). There is no truncation: every episode is finite (at most T + max B steps); wrap with
+    ``gymnasium.wrappers.TimeLimit`` if you want one. At termination ``info["episode_metrics"]`` holds the
+    success rate, utilisation, queue-full fraction, mean waiting tasks and mean steps to 4 observations.
+
+    ## Arguments
+    ``gym.make("MARA-v0", render_mode=None, **fields)`` where fields are those of
+    :class:`mara_env.config.MARAConfig` (``num_nodes=7, max_active=10, arrival_prob=0.04,
+    arrival_window=500, task_set="id", reward="shaped", shaping_beta=0.1, bank=None, workload=None, ...``),
+    or ``config=MARAConfig(...)``. ``render_mode="ansi"`` returns a text table of slots, queue and nodes.
+
+    ## Version History
+    * v0: initial release.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(self, render_mode: str | None = None, config: MARAConfig | None = None, **overrides: Any):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, "
+                             f"got {render_mode!r}")
+        self.config = (config or MARAConfig()).replace(**overrides) if overrides else (config or MARAConfig())
+        self.render_mode = render_mode
+        self.engine = Engine(self.config)
+        m, k = self.config.num_nodes, self.config.max_active
+        self.action_space = spaces.MultiDiscrete([k + 1] * m)
+        self.observation_space = spaces.Dict({
+            "action_mask": spaces.Box(0, 1, (m, k + 1), np.int8),
+            **observation_spaces(k, self.engine.sim.history_width),
+        })
+        self._started = False
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        info = self.engine.reset(self.np_random, options)
+        self._started = True
+        return self.engine.sim.observation(), info
+
+    def step(self, action: Any):
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        picks = parse_picks(action, self.config.num_nodes, self.config.max_active)
+        reward, terminated, info = self.engine.step(picks)
+        return self.engine.sim.observation(), reward, terminated, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Flattened (M · (K + 1),) boolean mask, the format sb3-contrib's MaskablePPO expects."""
+        if not self._started:
+            raise RuntimeError("call reset() before action_masks()")
+        occupied = self.engine.sim.slot_task >= 0
+        per_node = np.concatenate([[True], occupied])
+        return np.tile(per_node, self.config.num_nodes)
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self.engine.render_text()
+        return None

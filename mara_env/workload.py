@@ -1,0 +1,131 @@
+"""Workloads: episodes of task arrivals that reference curves in a bank, and their file format.
+
+An episode lists for each task its arrival step, the curve it follows (a bank curve id), its target loss ε
+and its available time B.  Evaluation workloads are fixed JSON files in the repository (DESIGN §4) so that
+every method faces exactly the same arrivals and curves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from curves.bank import CurveBank, atomic_write_json
+
+FORMAT = "mara-workload"
+VERSION = 1
+
+
+class WorkloadError(ValueError):
+    """A workload file is missing, malformed, or refers to curves the bank does not hold."""
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One episode's tasks, sorted by arrival step (ties keep their listed order, which is queue order)."""
+
+    arrival: np.ndarray  # (n,) int64
+    curve: tuple[str, ...]  # (n,) bank curve ids
+    eps: np.ndarray  # (n,) float64 target losses
+    budget: np.ndarray  # (n,) int64 available time B
+    root: int = 0
+    index: int = 0
+
+    def __post_init__(self) -> None:
+        n = len(self.curve)
+        arrays = {"arrival": self.arrival, "eps": self.eps, "budget": self.budget}
+        for name, array in arrays.items():
+            if np.shape(array) != (n,):
+                raise WorkloadError(f"episode {self.root}/{self.index}: {name} has shape {np.shape(array)}, "
+                                    f"expected ({n},)")
+        if n and (np.any(np.diff(self.arrival) < 0) or self.arrival[0] < 0):
+            raise WorkloadError(f"episode {self.root}/{self.index}: arrivals must be non-negative and sorted")
+        if n and np.any(self.budget < 1):
+            raise WorkloadError(f"episode {self.root}/{self.index}: every budget B must be >= 1")
+        if n and not np.all(np.isfinite(self.eps) & (self.eps > 0)):
+            raise WorkloadError(f"episode {self.root}/{self.index}: every target loss must be finite and > 0")
+
+    @classmethod
+    def from_lists(cls, arrival: Sequence[int], curve: Sequence[str], eps: Sequence[float],
+                   budget: Sequence[int], root: int = 0, index: int = 0) -> Episode:
+        """Build an episode from plain lists (as stored in JSON)."""
+        return cls(np.asarray(arrival, dtype=np.int64).reshape(-1), tuple(curve),
+                   np.asarray(eps, dtype=np.float64).reshape(-1), np.asarray(budget, dtype=np.int64).reshape(-1),
+                   root, index)
+
+    def __len__(self) -> int:
+        return len(self.curve)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form; ε is rounded to 6 significant digits so files are readable and stable."""
+        return {"root": self.root, "index": self.index, "arrival": self.arrival.tolist(),
+                "curve": list(self.curve), "eps": [float(f"{e:.6g}") for e in self.eps],
+                "budget": self.budget.tolist()}
+
+    def check_against(self, bank: CurveBank, where: str) -> None:
+        """Every curve must exist and be long enough to cover the task's budget."""
+        for cid, budget in zip(self.curve, self.budget.tolist()):
+            record = bank.records.get(cid)
+            if record is None:
+                raise WorkloadError(f"{where}: episode {self.root}/{self.index} uses curve {cid!r}, "
+                                    f"which bank {bank.root} does not hold")
+            if record.length < budget:
+                raise WorkloadError(f"{where}: curve {cid} has {record.length} batches, fewer than budget {budget}")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named list of episodes (e.g. 5 roots × 12 episodes of one task set at one load)."""
+
+    episodes: tuple[Episode, ...]
+    task_set: str = "custom"
+    arrival_prob: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document written by :func:`save_workload`."""
+        return {"format": FORMAT, "version": VERSION, "task_set": self.task_set,
+                "arrival_prob": self.arrival_prob, "episodes": [ep.to_json() for ep in self.episodes]}
+
+
+def save_workload(path: str | os.PathLike[str], workload: Workload) -> None:
+    """Write a workload file atomically."""
+    atomic_write_json(Path(path), workload.to_json())
+
+
+def load_workload(path: str | os.PathLike[str], bank: CurveBank | None = None) -> Workload:
+    """Read and validate a workload file; with a bank, also check every curve reference."""
+    path = Path(path)
+    if not path.is_file():
+        raise WorkloadError(f"{path}: workload file not found")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise WorkloadError(f"{path}: unreadable workload file: {exc}") from exc
+    if data.get("format") != FORMAT or data.get("version") != VERSION:
+        raise WorkloadError(f"{path}: not a {FORMAT} v{VERSION} file")
+    try:
+        episodes = tuple(Episode.from_lists(ep["arrival"], ep["curve"], ep["eps"], ep["budget"],
+                                            ep.get("root", 0), ep.get("index", i))
+                         for i, ep in enumerate(data["episodes"]))
+    except (KeyError, TypeError) as exc:
+        raise WorkloadError(f"{path}: malformed episode entry: {exc!r}") from exc
+    except WorkloadError as exc:
+        raise WorkloadError(f"{path}: {exc}") from exc
+    if not episodes:
+        raise WorkloadError(f"{path}: the workload holds no episode")
+    if bank is not None:
+        for episode in episodes:
+            episode.check_against(bank, str(path))
+    return Workload(episodes, data.get("task_set", "custom"), data.get("arrival_prob"))
+
+
+def file_checksum(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file's bytes: pins the fixed evaluation workloads and keys evaluation caches."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

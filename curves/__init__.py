@@ -1,3 +1,4 @@
+"""Real training-loss curves: the bank format and loader.
 
 Importing this package pulls in NumPy only; the generator and families (which need torch) load on demand.
 """

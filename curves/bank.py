@@ -105,6 +105,9 @@ def _atomic_write_bytes(path: Path, write: Any) -> None:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file ordinary permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -139,11 +142,27 @@ def _read_manifest(root: Path) -> dict[str, Any]:
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise BankError(f"{path}: curve array file is missing")
+    name = None
     try:
         with np.load(path, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
+            arrays = {}
+            for name in archive.files:
+                arrays[name] = archive[name]
+            return arrays
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise BankError(f"{path}: corrupt curve array file: {exc}") from exc
+        member = "" if name is None else f" (array {name!r})"
+        raise BankError(f"{path}: corrupt curve array file{member}: {exc}") from exc
+
+
+def _read_family_npz(path: Path, members: list[CurveRecord]) -> dict[str, np.ndarray]:
+    """Read a family's NPZ; on corruption, name the curve whose array failed (or the curves the file holds)."""
+    try:
+        return _read_npz(path)
+    except BankError as exc:
+        failed = [rec.id for rec in members if f"(array {rec.key!r})" in str(exc)]
+        named = failed or [rec.id for rec in members]
+        shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        raise BankError(f"{exc}; curve{'s' if len(named) > 1 else ''} affected: {shown}") from exc
 
 
 def _parse_record(raw: Mapping[str, Any], where: str) -> CurveRecord:
@@ -237,7 +256,7 @@ def load_bank(root: str | os.PathLike[str] = DEFAULT_BANK) -> CurveBank:
         if not members:
             continue
         path = root / f"{name}.npz"
-        arrays = _read_npz(path)
+        arrays = _read_family_npz(path, members)
         expected = {rec.key for rec in members}
         extra = sorted(set(arrays) - expected)
         if extra:

@@ -6,24 +6,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from mara_agents.baselines import EDFPolicy, FIFOPolicy, RandomPolicy
 from mara_agents.policy import NodeActor, Policy
-
-POLICIES: dict[str, Callable[..., Policy]] = {
-    "fifo": FIFOPolicy,
-    "edf": EDFPolicy,
-    "random": RandomPolicy,
-}
-
-
-def make_policy(name: str, **kwargs: Any) -> Policy:
-    """Build a registered allocator by name (``fifo``, ``edf``, ``random``, ...)."""
-    if name not in POLICIES:
-        raise ValueError(f"unknown policy {name!r}; choose one of {sorted(POLICIES)}")
-    return POLICIES[name](**kwargs)
+from mara_agents.registry import POLICIES, make_policy
 
 
 __all__ = ["POLICIES", "EDFPolicy", "FIFOPolicy", "NodeActor", "Policy", "RandomPolicy", "make_policy"]

@@ -101,9 +101,9 @@ def parse_picks(action: Any, num_nodes: int, num_slots: int) -> list[int]:
     array = np.asarray(action)
     if array.shape != (num_nodes,):
         raise ValueError(f"action must have shape ({num_nodes},) — one choice per node — got {array.shape}")
-    if array.dtype.kind not in "iu":
-        if array.dtype.kind != "f" or not np.all(np.mod(array, 1) == 0):
-            raise ValueError(f"action must hold integers, got dtype {array.dtype}")
-    if array.size and (array.min() < 0 or array.max() > num_slots):
-        raise ValueError(f"action values must lie in [0, {num_slots}] (0 = idle, j = slot j-1), got {array.tolist()}")
-    return [int(v) for v in array.tolist()]
+    if array.dtype.kind not in "iu" and (array.dtype.kind != "f" or not np.all(np.mod(array, 1) == 0)):
+        raise ValueError(f"action must hold integers, got dtype {array.dtype}")
+    picks = [int(v) for v in array.tolist()]
+    if picks and (min(picks) < 0 or max(picks) > num_slots):
+        raise ValueError(f"action values must lie in [0, {num_slots}] (0 = idle, j = slot j-1), got {picks}")
+    return picks

@@ -253,7 +253,8 @@ class Simulator:
         """The Gymnasium observation; every array is new, so callers may keep or modify it."""
         occupied = self.slot_task >= 0
         tasks = self.slot_task[occupied]
-        mask = np.ones((self.num_nodes, self.num_slots + 1), dtype=np.int8)
+        mask = np.empty((self.num_nodes, self.num_slots + 1), dtype=np.int8)
+        mask[:, 0] = 1
         mask[:, 1:] = occupied
         history_len = np.zeros(self.num_slots, dtype=np.int64)
         history_len[occupied] = self.batches[tasks]

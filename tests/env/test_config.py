@@ -28,3 +28,22 @@ def test_keyword_overrides_reach_the_simulator(bank_dir):
     cfg = env.unwrapped.config
     assert (cfg.arrival_prob, cfg.task_set, cfg.reward, cfg.num_nodes) == (0.06, "rl_ood", "sparse", 3)
     assert env.action_space.nvec.tolist() == [11, 11, 11]
+
+
+def test_missing_bank_names_the_file(tmp_path):
+    from curves.bank import BankError
+
+    with pytest.raises(BankError, match=str(tmp_path / "nowhere" / "manifest.json")):
+        gym.make("MARA-v0", bank=str(tmp_path / "nowhere"))
+
+
+def test_corrupt_bank_array_names_the_file(bank_dir, tmp_path):
+    import shutil
+
+    from curves.bank import BankError
+
+    broken = tmp_path / "bank"
+    shutil.copytree(bank_dir, broken)
+    (broken / "toy_fast.npz").write_bytes(b"not a zip file")
+    with pytest.raises(BankError, match="toy_fast.npz"):
+        gym.make("MARA-v0", bank=str(broken))

@@ -1,0 +1,156 @@
+"""Calibrate each family's ε rule so that independent feasibility is near 70 %: ``python -m curves.calibrate``.
+
+ID families keep the paper's form ε = base × U[0.9, 1.1]; ``base`` is found by bisection (feasibility is
+monotone in it).  OOD families draw ε log-uniformly from [a, b]; the range's log-width is the inter-quartile
+spread of the families' reachable losses (so tasks differ) capped at ×/÷ 1.1, and its position is found by
+bisection.  Budget
+rules are the paper's (Table 6) and stay fixed: curve lengths depend on them.  The rules go into the manifest
+through ``BankWriter.declare_family``; ``--datasheet`` also rewrites the calibration table in curves/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from curves.bank import DEFAULT_BANK, BankWriter, CurveBank, load_bank
+from curves.feasibility import best_losses, feasibility, per_curve_feasibility
+
+TARGET = 0.70
+# OOD ε ranges span at most ×/÷ 1.1 around their centre, like the ID rule's ±10 %: wider ranges (a family
+# whose curves differ a lot) would reach above the first-batch loss and make some tasks trivially feasible.
+MAX_HALF_WIDTH = math.log(1.1)
+DATASHEET = Path(__file__).resolve().parent / "README.md"
+START, END = "<!-- calibration:start -->", "<!-- calibration:end -->"
+
+
+def _bisect(fn: Any, lo: float, hi: float, target: float, iters: int = 80) -> float:
+    """Solve fn(x) = target for increasing fn on [lo, hi] (geometric bisection: x is a loss scale)."""
+    for _ in range(iters):
+        mid = math.sqrt(lo * hi)
+        if fn(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
+
+
+def calibrate_id(cumavg: list[np.ndarray], budget: dict[str, Any], target: float = TARGET) -> dict[str, Any]:
+    """The ``scaled`` ε rule whose feasibility equals ``target``."""
+    best = best_losses(cumavg, budget)
+    rule = lambda base: {"kind": "scaled", "base": base, "low": 0.9, "high": 1.1}  # noqa: E731
+    base = _bisect(lambda b: feasibility(cumavg, rule(b), budget), best.min() / 2, best.max() * 2, target)
+    return rule(round(base, 4))
+
+
+def calibrate_ood(cumavg: list[np.ndarray], budget: dict[str, Any], target: float = TARGET) -> dict[str, Any]:
+    """A ``loguniform`` ε rule (inter-quartile log-width, capped) whose feasibility equals ``target``."""
+    logs = np.log(best_losses(cumavg, budget))
+    half = float(np.clip((np.quantile(logs, 0.75) - np.quantile(logs, 0.25)) / 2, 0.01, MAX_HALF_WIDTH))
+    rule = lambda c: {"kind": "loguniform", "low": c * math.exp(-half), "high": c * math.exp(half)}  # noqa: E731
+    centre = _bisect(lambda c: feasibility(cumavg, rule(c), budget), math.exp(logs.min()) / 2,
+                     math.exp(logs.max()) * 2, target)
+    found = rule(centre)
+    return {"kind": "loguniform", "low": round(found["low"], 4), "high": round(found["high"], 4)}
+
+
+def family_curves(bank: CurveBank, name: str) -> list[np.ndarray]:
+    """Every curve of the family, all splits (the rule applies to train, val and test tasks alike)."""
+    return [bank.cumavg(cid) for cid in bank.ids(name)]
+
+
+def calibrate_bank(root: str | Path = DEFAULT_BANK, target: float = TARGET,
+                   min_curves: int = 4) -> list[dict[str, Any]]:
+    """Calibrate every family with at least ``min_curves`` curves, write the rules, return one summary row each."""
+    bank = load_bank(root)
+    writer = BankWriter(root)
+    rows = []
+    for name, spec in sorted(bank.families.items()):
+        curves = family_curves(bank, name)
+        if len(curves) < min_curves or spec.budget is None:
+            continue
+        eps = (calibrate_id if spec.role == "id" else calibrate_ood)(curves, spec.budget, target)
+        writer.declare_family(dataclasses.replace(spec, eps=eps))
+        rows.append(summarise(bank, name, eps))
+    return rows
+
+
+def summarise(bank: CurveBank, name: str, eps: dict[str, Any]) -> dict[str, Any]:
+    """One calibration-table row for a family under the ε rule ``eps``."""
+    spec = bank.families[name]
+    curves = family_curves(bank, name)
+    per_curve = per_curve_feasibility(curves, eps, spec.budget)
+    return {"family": name, "role": spec.role, "curves": len(curves), "eps": eps, "budget": spec.budget,
+            "feasibility": feasibility(curves, eps, spec.budget), "curve_spread": float(per_curve.std()),
+            "mixed_curves": float(np.mean((per_curve > 0.05) & (per_curve < 0.95)))}
+
+
+def current_rows(root: str | Path = DEFAULT_BANK) -> list[dict[str, Any]]:
+    """Table rows for the rules already in the manifest (no writing: safe while a build runs)."""
+    bank = load_bank(root)
+    return [summarise(bank, name, spec.eps) for name, spec in sorted(bank.families.items())
+            if spec.eps is not None and bank.ids(name)]
+
+
+def _fmt_rule(rule: dict[str, Any]) -> str:
+    if rule["kind"] == "scaled":
+        return f"{rule['base']:.4f} × U[{rule['low']}, {rule['high']}]"
+    if rule["kind"] == "loguniform":
+        return f"log-U[{rule['low']:.4f}, {rule['high']:.4f}]"
+    if rule["kind"] == "interval":
+        return f"[{rule['low']}, {rule['high']}]"
+    return "{" + ", ".join(str(v) for v in rule["values"]) + "}"
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """The datasheet's calibration table (the test parses the family and feasibility columns)."""
+    lines = ["| family | role | curves | ε rule | available time | feasibility (%) | per-curve sd | mixed curves (%) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['family']} | {r['role'].upper()} | {r['curves']} | {_fmt_rule(r['eps'])} | "
+                     f"{_fmt_rule(r['budget'])} | {100 * r['feasibility']:.1f} | {r['curve_spread']:.2f} | "
+                     f"{100 * r['mixed_curves']:.0f} |")
+    return "\n".join(lines)
+
+
+def replace_block(path: Path, start: str, end: str, body: str) -> None:
+    """Replace the text between two marker lines of a Markdown file (appending the block if absent)."""
+    block = f"{start}\n{body}\n{end}"
+    text = path.read_text() if path.exists() else ""
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+def write_datasheet(rows: list[dict[str, Any]], path: Path = DATASHEET) -> None:
+    """Rewrite the datasheet's calibration table."""
+    replace_block(path, START, END, markdown_table(rows))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: calibrate, print the table, optionally rewrite the datasheet's table."""
+    parser = argparse.ArgumentParser(prog="python -m curves.calibrate", description=__doc__.split("\n")[0])
+    parser.add_argument("--bank", default=str(DEFAULT_BANK))
+    parser.add_argument("--target", type=float, default=TARGET, help="feasibility to aim for")
+    parser.add_argument("--datasheet", action="store_true", help="rewrite the table in curves/README.md")
+    parser.add_argument("--report-only", action="store_true",
+                        help="tabulate the manifest's current rules without recalibrating (writes no bank file)")
+    args = parser.parse_args(argv)
+    rows = current_rows(args.bank) if args.report_only else calibrate_bank(args.bank, args.target)
+    print(markdown_table(rows))
+    if args.datasheet:
+        write_datasheet(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Generate real training-loss curves into a bank: ``python -m curves.generate --family NAME --split S --count N``.
+
+Each curve's recipe (init seed, data-order seed, batch size, learning rate) is derived from
+``(family, split, index)`` alone (:mod:`curves.recipe`), each finished curve is written to the bank at once
+and atomically, and a rerun skips curves the bank already holds — so an interrupted run resumes where it
+stopped and produces the same bank.  Use one generator process per bank at a time (the manifest is rewritten
+by whoever adds a curve).  Output is deterministic for a given machine and thread count (we use one thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from curves.bank import DEFAULT_BANK, SPLITS, BankWriter, CurveRecord
+from curves.data.errors import DataMissingError
+from curves.catalog import FAMILIES, PRESETS, Family, get_family
+from curves.recipe import Recipe, draw_recipe
+from curves.recorder import CurveRecorder, declare_keeping_rules, generator_commit
+
+
+def recipe_for(family: Family, split: str, index: int) -> Recipe:
+    """The deterministic recipe of curve ``family/split/index``."""
+    return draw_recipe(family.name, split, index, family.batch_sizes)
+
+
+def run_recipe(family: Family, recipe: Recipe, n_batches: int, preset: str = "cpu", data_root: str | Path | None = None,
+               device: str = "cpu") -> np.ndarray:
+    """Train one curve and return its per-batch losses (float32) without touching any bank."""
+    losses: list[float] = []
+    family.train(recipe, n_batches, losses.append, preset, data_root, device)
+    return np.asarray(losses, dtype=np.float32)
+
+
+def regenerate(record: CurveRecord, n_batches: int | None = None, data_root: str | Path | None = None,
+               device: str = "cpu") -> np.ndarray:
+    """Re-run a stored curve's recorded recipe (the first ``n_batches``), e.g. to audit a shipped bank.
+
+    Runs with one torch thread, as the generator does: CPU kernels sum in a thread-count-dependent order and
+    training amplifies those last-bit differences within a few dozen batches.
+    """
+    recipe = Recipe(record.seed, record.data_seed, record.batch_size, record.lr)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return run_recipe(get_family(record.family), recipe, n_batches or record.length, record.preset, data_root,
+                          device)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def generate(family_name: str, split: str, count: int, bank: str | Path = DEFAULT_BANK, preset: str = "cpu",
+             data_root: str | Path | None = None, device: str = "cpu", start: int = 0, progress: bool = True,
+             timings: str | Path | None = None, length: int | None = None) -> int:
+    """Ensure curves ``start .. start+count-1`` of ``family/split`` exist in ``bank``; returns how many were made.
+
+    ``length`` overrides the family's curve length (twice its largest budget) for quick smoke-test banks.
+    """
+    family = get_family(family_name)
+    length = length or family.length
+    writer = BankWriter(bank)
+    declare_keeping_rules(writer, family.spec(preset))
+    source = family.dataset
+    commit = generator_commit()
+    todo = [i for i in range(start, start + count) if not writer.has(family.name, split, i)]
+    bar = tqdm(todo, desc=f"{family.name}/{split}", unit="curve", disable=not progress, file=sys.stderr)
+    for index in bar:
+        recipe = recipe_for(family, split, index)
+        began = time.perf_counter()
+        with CurveRecorder(bank, family.name, split, index, seed=recipe.seed, data_seed=recipe.data_seed,
+                           batch_size=recipe.batch_size, lr=recipe.lr, preset=preset, source=source,
+                           length=length, commit=commit, writer=writer) as rec:
+            family.train(recipe, length, rec.log, preset, data_root, device)
+        seconds = time.perf_counter() - began
+        if timings is not None:
+            entry = {"family": family.name, "split": split, "index": index, "batch_size": recipe.batch_size,
+                     "seconds": round(seconds, 3), "device": device, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            with open(timings, "a") as handle:
+                handle.write(json.dumps(entry) + "\n")
+        bar.set_postfix(s_per_curve=f"{seconds:.1f}")
+    return len(todo)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m curves.generate", description=__doc__.split("\n")[0])
+    parser.add_argument("--family", required=True, choices=sorted(FAMILIES), help="task family to train")
+    parser.add_argument("--split", required=True, choices=SPLITS, help="bank split the curves go to")
+    parser.add_argument("--count", type=int, required=True, help="number of curves (indices start..start+count-1)")
+    parser.add_argument("--start", type=int, default=0, help="first curve index")
+    parser.add_argument("--preset", choices=PRESETS, default="cpu", help="model sizes: cpu (narrow) or paper")
+    parser.add_argument("--data-root", default=None, help="folder with the paper's data or overrides")
+    parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda")
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), help="bank directory to add curves to")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 keeps runs reproducible)")
+    parser.add_argument("--timings", default=None, help="append one JSON line per curve with its wall time")
+    parser.add_argument("--length", type=int, default=None, help="override the curve length (smoke tests only)")
+    parser.add_argument("--no-progress", action="store_true", help="disable the progress bar")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; a missing dataset prints its install hint and exits with status 2."""
+    args = _parser().parse_args(argv)
+    torch.set_num_threads(args.threads)
+    try:
+        made = generate(args.family, args.split, args.count, args.bank, args.preset, args.data_root, args.device,
+                        args.start, not args.no_progress, args.timings, args.length)
+    except DataMissingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.family}/{args.split}: {made} new curve(s) in {args.bank}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""Command line of ``evaluate.py``: choose experiments and cells, run them, print Table 2, write ``results/``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from curves.bank import DEFAULT_BANK
+from mara_agents.evaluation.cache import ResultCache
+from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
+from mara_agents.evaluation.figures import plot_load_generalisation
+from mara_agents.evaluation.grid import Grid, markdown
+from mara_agents.evaluation.harness import Settings, evaluate
+from mara_agents.evaluation.paper import comparison
+from mara_agents.evaluation.predictor_table import predictor_table
+from mara_agents.evaluation.report import skipped_lines, sorted_rows, write_all
+from mara_agents.evaluation.sanity import violations
+from mara_env.fixed_workloads import EPISODES_PER_ROOT, EVAL_LOADS, EVAL_TASK_SETS, ROOTS, WORKLOAD_DIR
+
+EXPERIMENTS = ("table1", "table2", "table3", "fig4", "table4", "table5", "clairvoyant", "compare")
+QUICK = {"roots": 2, "episodes": 1, "loads": (0.04, 0.07), "seeds": 1}
+USAGE_EXAMPLES = """
+experiments (default: all):
+  table1       predictor accuracy and latency, Figure 3          table2   main results at p = 0.04
+  table3       infeasible-task stress test                       fig4     load generalisation, p = 0.04 … 0.07
+  table4       operational diagnostics over all loads            table5   dense vs sparse reward
+  clairvoyant  Oracle and Clairvoyant bounds per workload        compare  paper vs ours, cell by cell
+
+examples:
+  python evaluate.py                                    # everything, shipped checkpoints and workloads
+  python evaluate.py --quick                            # a small smoke test (2 roots × 1 episode, 1 seed)
+  python evaluate.py table2 fig4 --methods lara fifo edf
+  python evaluate.py table2 --policy mypkg.mymod:MyPolicy
+"""
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="evaluate.py", description="Evaluate allocators on the fixed workloads "
+                                     "and write the paper's tables and figures.", epilog=USAGE_EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiments", nargs="*", metavar="EXPERIMENT",
+                        help=f"which experiments to run: {', '.join(EXPERIMENTS)} (default: all)")
+    parser.add_argument("--methods", nargs="+", metavar="NAME",
+                        help="methods for Tables 2–4 and Figure 4 instead of the paper's (registered names or "
+                             "package.module:Factory); Table 5 always compares mara with mara-sparse")
+    parser.add_argument("--policy", action="append", default=[], metavar="MODULE:FACTORY",
+                        help="also evaluate your own policy, built by calling FACTORY() (repeatable)")
+    parser.add_argument("--task-sets", nargs="+", default=[*EVAL_TASK_SETS, "stress"], metavar="SET",
+                        choices=[*EVAL_TASK_SETS, "stress"], help="id rl_ood vit_ood stress (default: all)")
+    parser.add_argument("--loads", nargs="+", type=float, choices=EVAL_LOADS, metavar="P",
+                        help="arrival probabilities among 0.04 0.05 0.06 0.07 (default: all)")
+    parser.add_argument("--roots", type=int, help=f"evaluation roots per workload, first N (default {ROOTS})")
+    parser.add_argument("--episodes", type=int, help=f"episodes per root, first N (default {EPISODES_PER_ROOT})")
+    parser.add_argument("--seeds", type=int, help="training seeds per MAT method, first N (default all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: 2 roots × 1 episode, loads 0.04 and 0.07, one training seed")
+    parser.add_argument("--out", type=Path, default=Path("results"), help="output directory (default results/)")
+    parser.add_argument("--bank", type=Path, default=DEFAULT_BANK, help="curve bank directory")
+    parser.add_argument("--workloads", type=Path, default=WORKLOAD_DIR, help="fixed workload directory")
+    parser.add_argument("--cache", type=Path, help="result cache (default OUT/cache.sqlite)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    unknown = [e for e in args.experiments if e not in EXPERIMENTS]
+    if unknown:
+        parser.error(f"unknown experiment(s) {unknown}; choose from {', '.join(EXPERIMENTS)}")
+    quick = QUICK if args.quick else {}
+    args.roots = args.roots or quick.get("roots", ROOTS)
+    args.episodes = args.episodes or quick.get("episodes", EPISODES_PER_ROOT)
+    args.loads = tuple(args.loads or quick.get("loads", EVAL_LOADS))
+    args.seeds = args.seeds or quick.get("seeds")
+    args.experiments = list(dict.fromkeys(args.experiments or EXPERIMENTS))
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the chosen experiments; returns the process exit status (1 if an invariant was violated)."""
+    args = parse_args(argv)
+    start = time.perf_counter()
+    command = " ".join(["python evaluate.py", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    selection = Selection(tuple(args.methods) if args.methods else None, tuple(args.policy), tuple(args.task_sets),
+                          tuple(sorted(args.loads)))
+    settings = Settings(args.bank, args.workloads, args.roots, args.episodes, args.seeds, max(args.jobs, 1),
+                        args.cache or args.out / "cache.sqlite", progress=not args.no_progress)
+    results = evaluate(plan(args.experiments, selection), settings)
+    grids = build_grids(args.experiments, selection, results.rows, {s.method for s in results.skipped
+                                                                     if not _has_rows(results.rows, s.method)})
+    if "table1" in args.experiments:
+        grids["table1"] = _table1(args.bank, args.out, settings.cache)
+    if "fig4" in grids:
+        plot_load_generalisation(grids["fig4"], list(selection.loads), args.out / "fig4_load_generalisation.png")
+    if "compare" in args.experiments:
+        at_paper_load = selection.main_load == 0.04
+        grids["compare"] = comparison(grids, {n for n in grids if n not in ("table2", "table5") or at_paper_load})
+    problems = violations(results.rows)
+    record = {"roots": args.roots, "episodes": args.episodes, "seeds": args.seeds or "all",
+              "task_sets": list(selection.task_sets), "loads": list(selection.loads), "bank": str(args.bank),
+              "workloads": str(args.workloads)}
+    rows = _ordered(results.rows, selection, args.experiments)
+    write_all(args.out, rows, grids, results.skipped, problems, command, record)
+
+    if "table2" in grids:
+        print(markdown(grids["table2"]))
+    if results.skipped:
+        print("Skipped:\n" + "\n".join(skipped_lines(results.skipped)) + "\n")
+    if "table1" in grids and grids["table1"].note:
+        print(grids["table1"].note + "\n")
+    for problem in problems:
+        print(f"INVARIANT VIOLATED: {problem}")
+    print(f"{results.computed} episodes computed, {results.reused} reused from the cache; "
+          f"results in {args.out}/ ({time.perf_counter() - start:.1f} s)")
+    return 1 if problems else 0
+
+
+def _table1(bank: Path, out: Path, cache_path: Path) -> Grid:
+    """Table 1, or an empty table saying why the predictor benchmark could not run (the rest still reports)."""
+    cache = ResultCache(cache_path)
+    try:
+        return predictor_table(bank, out, cache)
+    except Exception as exc:  # noqa: BLE001 — reported in the table; must not lose the other experiments
+        return Grid("table1", "Table 1. Remaining-resource prediction", "Task set / model", [], [],
+                    note=f"Table 1 skipped — the predictor benchmark failed: {type(exc).__name__}: {exc}")
+    finally:
+        cache.close()
+
+
+def _has_rows(rows: list[dict], method: str) -> bool:
+    """A method with some seeds available is shown from those seeds, not as skipped."""
+    return any(r["method"] == method for r in rows)
+
+
+def _ordered(rows: list[dict], selection: Selection, experiments: Sequence[str]) -> list[dict]:
+    """CSV order: methods as the experiments list them, then the bounds."""
+    order = [m for e in experiments if e in ALLOCATION_EXPERIMENTS for m in selection.methods_for(e)]
+    return sorted_rows(rows, list(dict.fromkeys(order)))

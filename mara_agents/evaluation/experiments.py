@@ -1,0 +1,212 @@
+"""The paper's allocation experiments (Tables 2–5, Figure 4) and our Clairvoyant table, as data.
+
+Each experiment says which (method, task set, load) cells it needs (:func:`plan`) and turns per-episode rows
+into a :class:`~mara_agents.evaluation.grid.Grid` (:func:`build_grids`).  Experiments share cells — Table 2's
+p = 0.04 episodes also feed Figure 4 and Table 4 — and the harness runs each cell once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mara_agents.evaluation.grid import Grid
+from mara_agents.evaluation.methods import BOUND_LABELS, CLAIRVOYANT, ORACLE, spec_for
+from mara_agents.evaluation.stats import Cell, Stat, paper_stat
+
+MAIN_LOAD = 0.04
+TASK_SET_LABELS = {"id": "ID", "rl_ood": "RL OOD", "vit_ood": "ViT OOD", "stress": "Stress"}
+MAIN_METHODS = ("mara", "mara-wls", "lara", "lara-fm", "fifo", "edf")
+# The methods each paper experiment shows; --methods replaces them (except Table 5, a fixed ablation pair).
+PAPER_METHODS = {
+    "table2": MAIN_METHODS,
+    "table3": MAIN_METHODS,
+    "fig4": ("mara", "lara", "fifo", "edf"),
+    "table4": ("mara", "mara-wls", "fifo", "edf"),
+    "table5": ("mara", "mara-sparse"),
+    "clairvoyant": (),
+}
+ALLOCATION_EXPERIMENTS = tuple(PAPER_METHODS)
+OPERATIONAL = (("utilisation", "Util. (%)", 100.0, 1), ("queue_full", "Queue full (%)", 100.0, 1),
+               ("waiting", "Waiting", 1.0, 2), ("ready", "Ready", 1.0, 1))
+TASKS_COLUMN = "Tasks/episode"
+BOUNDS = (ORACLE, CLAIRVOYANT)
+BOUND_NOTE = ("Oracle: independent feasibility (each task alone). Clairvoyant: the most tasks any schedule "
+              "could complete with every curve known, respecting M nodes, one node per task, windows and "
+              "budgets but not the K-slot admission limit; Oracle ≥ Clairvoyant ≥ any policy per episode.")
+SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user asked for: methods (None = each experiment's paper methods), user policies, cells."""
+
+    methods: tuple[str, ...] | None
+    policies: tuple[str, ...]
+    task_sets: tuple[str, ...]
+    loads: tuple[float, ...]
+
+    @property
+    def mixtures(self) -> tuple[str, ...]:
+        """The selected task sets other than the stress test."""
+        return tuple(t for t in self.task_sets if t != "stress")
+
+    @property
+    def main_load(self) -> float:
+        """Tables 2 and 5 are at p = 0.04 (the MAT training load), or the lowest selected load without it."""
+        return MAIN_LOAD if MAIN_LOAD in self.loads else min(self.loads)
+
+    def methods_for(self, experiment: str) -> tuple[str, ...]:
+        """The methods an experiment plays (the bounds come with every cell anyway)."""
+        if experiment in ("table5", "clairvoyant"):
+            return PAPER_METHODS[experiment]
+        base = self.methods if self.methods is not None else PAPER_METHODS[experiment]
+        return tuple(dict.fromkeys((*base, *self.policies)))
+
+    def cells_for(self, experiment: str) -> list[Cell]:
+        """The (task set, load) cells an experiment reports."""
+        if experiment in ("table2", "table5"):
+            return [(t, self.main_load) for t in self.mixtures]
+        if experiment == "table3":
+            return [("stress", None)] if "stress" in self.task_sets else []
+        if experiment == "clairvoyant":
+            stress = [("stress", None)] if "stress" in self.task_sets else []
+            return [(t, p) for t in self.mixtures for p in self.loads] + stress
+        return [(t, p) for t in self.mixtures for p in self.loads]
+
+
+def plan(experiments: Sequence[str], selection: Selection) -> list[tuple[str | None, str, float | None]]:
+    """Every (method, task set, load) the experiments need; method None asks for the bounds only."""
+    requests: list[tuple[str | None, str, float | None]] = []
+    for experiment in experiments:
+        if experiment not in PAPER_METHODS:
+            continue
+        cells = selection.cells_for(experiment)
+        requests += [(None, t, p) for t, p in cells]
+        requests += [(m, t, p) for m in selection.methods_for(experiment) for t, p in cells]
+    return list(dict.fromkeys(requests))
+
+
+def cell_label(cell: Cell) -> str:
+    task_set, load = cell
+    return TASK_SET_LABELS.get(task_set, task_set) + ("" if load is None else f", p = {load:.2f}")
+
+
+def _stat_or_skip(rows: list[dict[str, Any]], method: str, cells: Sequence[Cell], skipped: set[str],
+                  **kwargs: Any) -> Stat | str | None:
+    if method in skipped:
+        return SKIPPED
+    return paper_stat(rows, method, cells, **kwargs)
+
+
+def _labels(methods: Sequence[str], bounds: Sequence[str] = ()) -> list[str]:
+    """Column or row labels of methods, then of bounds."""
+    return [spec_for(m).label for m in methods] + [BOUND_LABELS[b] for b in bounds]
+
+
+def table_by_task_set(name: str, title: str, methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]],
+                      skipped: set[str]) -> Grid:
+    """Tables 2 and 5: a row per task set (+ equal-weight Average), a column per method, then the bounds."""
+    columns = [*methods, *BOUNDS]
+    grid = Grid(name, title, "Task set", [], _labels(methods, BOUNDS), note=BOUND_NOTE)
+    groups = [(TASK_SET_LABELS.get(c[0], c[0]), [c]) for c in cells]
+    if len(cells) > 1:
+        groups.append(("Average", cells))
+    for row, group in groups:
+        grid.rows.append(row)
+        for method, col in zip(columns, grid.cols):
+            grid.set(row, col, _stat_or_skip(rows, method, group, skipped))
+    return grid
+
+
+def build_grids(experiments: Sequence[str], selection: Selection, rows: list[dict[str, Any]],
+                skipped: set[str]) -> dict[str, Grid]:
+    """The grid of every requested allocation experiment that has cells; ``skipped`` methods show as such."""
+    grids: dict[str, Grid] = {}
+    for experiment in experiments:
+        if experiment not in PAPER_METHODS or not selection.cells_for(experiment):
+            continue
+        methods, cells = selection.methods_for(experiment), selection.cells_for(experiment)
+        load = f"p = {selection.main_load:.2f}"
+        if experiment == "table2":
+            grids[experiment] = table_by_task_set(
+                "table2", f"Table 2. Main allocation results at {load}: success rate (%), mean ± sample std",
+                methods, cells, rows, skipped)
+        elif experiment == "table5":
+            grids[experiment] = table_by_task_set(
+                "table5", f"Table 5. Reward shaping ablation at {load}: success rate (%), mean ± sample std",
+                methods, cells, rows, skipped)
+        elif experiment == "table3":
+            grids[experiment] = _table3(methods, cells, rows, skipped)
+        elif experiment == "fig4":
+            grids[experiment] = _figure4(methods, selection, rows, skipped)
+        elif experiment == "table4":
+            grids[experiment] = _table4(methods, cells, rows, skipped)
+        else:
+            grids[experiment] = _clairvoyant(cells, rows)
+    return grids
+
+
+def _table3(methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]], skipped: set[str]) -> Grid:
+    col = "Success rate (%)"
+    grid = Grid("table3", "Table 3. Infeasible-task stress test: success rate (%), mean ± sample std", "Method",
+                _labels(methods, BOUNDS), [col], note=BOUND_NOTE)
+    for method, row in zip([*methods, *BOUNDS], grid.rows):
+        grid.set(row, col, _stat_or_skip(rows, method, cells, skipped))
+    return grid
+
+
+def _figure4(methods: Sequence[str], selection: Selection, rows: list[dict[str, Any]], skipped: set[str]) -> Grid:
+    grid = Grid("fig4", "Figure 4. Load generalisation: success rate (%) averaged over task sets with equal weight",
+                "Load", [f"p = {p:.2f}" for p in selection.loads],
+                _labels(methods, BOUNDS) + [TASKS_COLUMN], note=BOUND_NOTE)
+    for load, row in zip(selection.loads, grid.rows):
+        cells = [(t, load) for t in selection.mixtures]
+        for method, col in zip([*methods, *BOUNDS], grid.cols):
+            grid.set(row, col, _stat_or_skip(rows, method, cells, skipped))
+        grid.set(row, TASKS_COLUMN, paper_stat(rows, ORACLE, cells, metric="tasks", scale=1.0))
+    return grid
+
+
+def _table4(methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]], skipped: set[str]) -> Grid:
+    grid = Grid("table4", "Table 4. Operational diagnostics over all selected loads and task sets, "
+                "mean ± sample std", "Method", _labels(methods), [label for _, label, _, _ in OPERATIONAL],
+                decimals={label: d for _, label, _, d in OPERATIONAL},
+                note="Ready: steps from arrival to four loss observations. The bounds are not schedules and have "
+                     "no operational metrics.")
+    for method, row in zip(methods, grid.rows):
+        for metric, label, scale, _ in OPERATIONAL:
+            grid.set(row, label, _stat_or_skip(rows, method, cells, skipped, metric=metric, scale=scale))
+    return grid
+
+
+def _clairvoyant(cells: list[Cell], rows: list[dict[str, Any]]) -> Grid:
+    """Oracle and Clairvoyant per task set and load, beside the best realisable method evaluated there."""
+    grid = Grid("clairvoyant", "Clairvoyant bound beside the Oracle: success rate (%), mean ± sample std",
+                "Workload", [cell_label(c) for c in cells],
+                ["Oracle", "Clairvoyant", "Oracle − Clairvoyant", "Best method", "Best method (%)"],
+                note=BOUND_NOTE + " The gap between Clairvoyant and the best method is what better prediction, "
+                                  "better allocation or more slots could still win.")
+    for cell, row in zip(cells, grid.rows):
+        oracle, clairvoyant = paper_stat(rows, ORACLE, [cell]), paper_stat(rows, CLAIRVOYANT, [cell])
+        grid.set(row, "Oracle", oracle)
+        grid.set(row, "Clairvoyant", clairvoyant)
+        grid.set(row, "Oracle − Clairvoyant", _difference(rows, ORACLE, CLAIRVOYANT, cell))
+        played = sorted({r["method"] for r in rows if (r["task_set"], r["load"]) == cell} - set(BOUNDS))
+        best = [(s.mean, m, s) for m in played if (s := paper_stat(rows, m, [cell])) is not None]
+        if best:
+            _, method, stat = max(best, key=lambda b: (b[0], b[1]))
+            grid.set(row, "Best method", spec_for(method).label)
+            grid.set(row, "Best method (%)", stat)
+    return grid
+
+
+def _difference(rows: list[dict[str, Any]], first: str, second: str, cell: Cell) -> Stat | None:
+    """Per-root difference of two bounds' success rates (points), mean ± sample std."""
+    ident = ("task_set", "load", "root", "episode")
+    other = {tuple(r[k] for k in ident): r["success_rate"] for r in rows if r["method"] == second}
+    paired = [dict(r, method="difference", success_rate=r["success_rate"] - other[tuple(r[k] for k in ident)])
+              for r in rows if r["method"] == first and (r["task_set"], r["load"]) == cell
+              and tuple(r[k] for k in ident) in other]
+    return paper_stat(paired, "difference", [cell])

@@ -1,0 +1,295 @@
+"""Run methods (and the bounds) on the fixed workloads: plan the work, reuse the cache, fan out to processes.
+
+The unit of work is one method run (method, training seed) on one root of one workload file; the unit of
+caching is one episode.  Every episode is played with a freshly built policy, so its result does not depend
+on which process played it or in which order — a parallel run, a serial run and a resumed run give the same
+numbers bit for bit.  A policy that offers ``act_batch`` (see :func:`~mara_agents.evaluation.methods.is_batched`)
+instead plays up to :data:`LOCKSTEP_BATCH` episodes — across roots, loads and task sets — in lock-step, one
+call per step for all of them, which amortises a neural policy's per-call overhead (its results equal the
+episode-by-episode ones up to floating-point effects of batching).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from tqdm import tqdm
+
+from mara_agents.evaluation.cache import ResultCache
+from mara_agents.evaluation.clairvoyant import clairvoyant_successes
+from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulator_fingerprint, source_fingerprint
+from mara_agents.evaluation.methods import CLAIRVOYANT, ORACLE, Availability, build_policy, is_batched, probe, spec_for
+from mara_agents.runner import play_episode
+from mara_env.config import MARAConfig
+from mara_env.engine import cached_bank, cached_workload
+from mara_env.fixed_workloads import workload_path
+from mara_env.simulator import oracle_successes
+from mara_env.workload import WorkloadError, file_checksum
+
+CACHE_VERSION = 1
+BOUNDS = "bounds"
+LOCKSTEP_BATCH = 64  # episodes a batched policy plays side by side in one unit of work
+METRICS = ("tasks", "successes", "success_rate", "utilisation", "queue_full", "waiting", "ready", "conflicts",
+           "steps", "return")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What to evaluate on: the bank, the workload directory, how much of each file, and how to run."""
+
+    bank: Path
+    workloads: Path
+    roots: int
+    episodes: int
+    max_seeds: int | None = None
+    jobs: int = 1
+    cache: Path | None = None
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Target:
+    """One selected episode of a workload file, with where it belongs in the tables."""
+
+    task_set: str
+    load: float | None
+    path: str
+    checksum: str
+    index: int  # position in the workload file
+    root: int
+    episode: int  # index within its root
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One job: a method run (method, training seed) — or the bounds — on a list of episodes."""
+
+    method: str
+    seed: int | None
+    targets: tuple[Target, ...]
+    keys: tuple[str, ...]
+
+
+@dataclass
+class Results:
+    """Every per-episode row, what was skipped and why, and how much was computed versus reused."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[Availability] = field(default_factory=list)
+    computed: int = 0
+    reused: int = 0
+
+
+def load_slice(settings: Settings, task_set: str, load: float | None) -> list[Target]:
+    """The first ``roots`` roots × first ``episodes`` episodes of a workload file (validated against the bank)."""
+    path = workload_path(task_set, load, settings.workloads)
+    if not path.is_file():
+        raise WorkloadError(f"{path}: workload file not found; generate the fixed workloads with "
+                            f"`python -m mara_env.fixed_workloads --bank {settings.bank} --out {settings.workloads}`")
+    workload, checksum = cached_workload(str(path), str(settings.bank)), file_checksum(path)
+    return [Target(task_set, load, str(path), checksum, i, ep.root, ep.index) for i, ep in enumerate(workload.episodes)
+            if ep.root < settings.roots and ep.index < settings.episodes]
+
+
+def episode_key(run: Availability, target: Target, bank: Path) -> str:
+    """Cache key of one played episode: method, seed, checkpoint hash, workload, bank, simulator code."""
+    return digest("episode", CACHE_VERSION, run.method, run.seed, run.fingerprint, target.checksum,
+                  bank_fingerprint(str(bank)), simulator_fingerprint(), target.index)
+
+
+def bounds_key(target: Target, bank: Path, num_nodes: int) -> str:
+    """Cache key of one episode's Oracle and Clairvoyant bounds."""
+    return digest("bounds", CACHE_VERSION, target.checksum, bank_fingerprint(str(bank)), simulator_fingerprint(),
+                  source_fingerprint(clairvoyant_successes), num_nodes, target.index)
+
+
+# ---------------------------------------------------------------------------------------------- workers
+def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: str) -> list[dict[str, float]]:
+    """Play the episodes, each with a fresh policy (or all at once in lock-step for a batched policy)."""
+    policy = build_policy(method, seed)
+    if is_batched(policy):
+        return play_lockstep(policy, targets, bank)
+    envs: dict[str, gym.Env] = {}
+    fresh = chain([policy], (build_policy(method, seed) for _ in targets[1:]))
+    rows = []
+    for target, player in zip(targets, fresh):
+        if target.path not in envs:
+            envs[target.path] = _make_env(target.path, bank)
+        rows.append(play_episode(envs[target.path], player, options={"episode": target.index}))
+    for env in envs.values():
+        env.close()
+    return rows
+
+
+def play_lockstep(policy: Any, targets: Sequence[Target], bank: str) -> list[dict[str, float]]:
+    """Play the episodes side by side: each step, one ``act_batch`` call over the episodes still running."""
+    envs = [_make_env(target.path, bank) for target in targets]
+    running = {i: env.reset(options={"episode": t.index})[0] for i, (env, t) in enumerate(zip(envs, targets))}
+    policy.reset()
+    returns, rows = [0.0] * len(targets), [{} for _ in targets]
+    while running:
+        live = list(running)
+        for i, action in zip(live, policy.act_batch([running[i] for i in live])):
+            observation, reward, terminated, truncated, info = envs[i].step(action)
+            returns[i] += float(reward)
+            if terminated or truncated:
+                rows[i] = {**info.get("episode_metrics", {}), "return": returns[i]}
+                del running[i]
+            else:
+                running[i] = observation
+    for env in envs:
+        env.close()
+    return rows
+
+
+def bound_unit(targets: Sequence[Target], bank: str, num_nodes: int) -> list[dict[str, float]]:
+    """Oracle and Clairvoyant success counts of the episodes."""
+    curves, rows = cached_bank(bank), []
+    for target in targets:
+        episode = cached_workload(target.path, bank).episodes[target.index]
+        rows.append({"tasks": float(len(episode)),
+                     ORACLE: float(oracle_successes(episode, curves).sum()),
+                     CLAIRVOYANT: float(clairvoyant_successes(episode, curves, num_nodes).sum())})
+    return rows
+
+
+def _make_env(path: str, bank: str) -> gym.Env:
+    return gym.make("MARA-v0", workload=path, bank=bank, disable_env_checker=True)
+
+
+def _run(unit: Unit, bank: str, num_nodes: int) -> list[dict[str, float]]:
+    if unit.method == BOUNDS:
+        return bound_unit(unit.targets, bank, num_nodes)
+    return play_unit(unit.method, unit.seed, unit.targets, bank)
+
+
+def _init_worker() -> None:
+    """One thread per worker process (set before torch is imported): the processes already use every core."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = "1"
+
+
+# ---------------------------------------------------------------------------------------------- driver
+def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings: Settings) -> Results:
+    """Evaluate every requested (method, task set, load) plus the bounds of each task set and load.
+
+    A request with method None asks for the bounds only.  Methods that cannot be built are listed in
+    ``Results.skipped`` with the reason.  Finished episodes are read from the cache; the others run in
+    ``settings.jobs`` processes and are cached as each unit finishes, so an interrupted evaluation resumes
+    where it stopped.
+    """
+    requests = list(dict.fromkeys(requests))
+    slices = {(ts, load): load_slice(settings, ts, load) for _, ts, load in requests}
+    num_nodes = MARAConfig().num_nodes
+    results = Results()
+    runs: list[Availability] = []
+    for method in dict.fromkeys(m for m, _, _ in requests if m is not None):
+        seeds = spec_for(method).seeds
+        for seed in (seeds[: settings.max_seeds] if seeds else (None,)):
+            availability = probe(method, seed)
+            (runs if availability.reason is None else results.skipped).append(availability)
+
+    units: list[Unit] = []
+    for targets in slices.values():
+        units += _chunks(BOUNDS, None, targets, [bounds_key(t, settings.bank, num_nodes) for t in targets],
+                         _by_root)
+    for run in runs:
+        targets = [t for m, ts, load in requests if m == run.method for t in slices[ts, load]]
+        units += _chunks(run.method, run.seed, targets, [episode_key(run, t, settings.bank) for t in targets],
+                         _in_batches if run.batched else _by_root)
+
+    cache = ResultCache(settings.cache)
+    try:
+        done = cache.get_many(k for unit in units for k in unit.keys)
+        pending = []
+        for unit in units:
+            missing = [(t, k) for t, k in zip(unit.targets, unit.keys) if k not in done]
+            if missing:
+                targets, keys = zip(*missing)
+                pending.append(Unit(unit.method, unit.seed, targets, keys))
+        results.computed = sum(len(u.keys) for u in pending)
+        results.reused = sum(len(u.keys) for u in units) - results.computed
+        _execute(pending, settings, num_nodes, cache, done)
+    finally:
+        cache.close()
+    results.rows = _rows(units, done)
+    return results
+
+
+def _by_root(targets: list[Target]) -> list[list[int]]:
+    """Positions grouped by (workload file, root): the unit of work of a policy played episode by episode."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    for position, target in enumerate(targets):
+        groups.setdefault((target.path, target.root), []).append(position)
+    return list(groups.values())
+
+
+def _in_batches(targets: list[Target]) -> list[list[int]]:
+    """Positions in runs of :data:`LOCKSTEP_BATCH`: a batched policy plays each run in lock-step."""
+    return [list(range(i, min(i + LOCKSTEP_BATCH, len(targets)))) for i in range(0, len(targets), LOCKSTEP_BATCH)]
+
+
+def _chunks(method: str, seed: int | None, targets: list[Target], keys: list[str],
+            grouping: Callable[[list[Target]], list[list[int]]]) -> list[Unit]:
+    return [Unit(method, seed, tuple(targets[i] for i in group), tuple(keys[i] for i in group))
+            for group in grouping(targets)]
+
+
+def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: ResultCache,
+             done: dict[str, Any]) -> None:
+    """Run the pending units (in processes when jobs > 1), caching each one's episodes as it finishes."""
+    bank = str(settings.bank)
+    bar = tqdm(total=sum(len(u.keys) for u in pending), unit="episode", desc="evaluating", file=sys.stderr,
+               disable=not settings.progress or not pending, dynamic_ncols=True)
+
+    def finish(unit: Unit, rows: list[dict[str, float]]) -> None:
+        fresh = dict(zip(unit.keys, rows))
+        cache.put_many(fresh)
+        done.update(fresh)
+        bar.update(len(rows))
+
+    try:
+        if settings.jobs <= 1:
+            for unit in pending:
+                finish(unit, _run(unit, bank, num_nodes))
+            return
+        # forkserver: workers start from a clean process, not a fork of one that already holds torch threads.
+        context = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(settings.jobs, mp_context=context, initializer=_init_worker) as pool:
+            futures = {pool.submit(_run, unit, bank, num_nodes): unit for unit in pending}
+            try:
+                while futures:
+                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        finish(futures.pop(future), future.result())
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+    finally:
+        bar.close()
+
+
+def _rows(units: list[Unit], done: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-episode rows with their identity (method, seed, task set, load, root, episode), bounds split in two."""
+    rows: list[dict[str, Any]] = []
+    for unit in units:
+        for target, key in zip(unit.targets, unit.keys):
+            ident = {"task_set": target.task_set, "load": target.load, "root": target.root, "episode": target.episode}
+            value = done[key]
+            if unit.method != BOUNDS:
+                rows.append({"method": unit.method, "seed": unit.seed, **ident, **value})
+                continue
+            for bound in (ORACLE, CLAIRVOYANT):
+                tasks = value["tasks"]
+                rows.append({"method": bound, "seed": None, **ident, "tasks": tasks, "successes": value[bound],
+                             "success_rate": value[bound] / tasks if tasks else float("nan")})
+    return rows

@@ -1,0 +1,133 @@
+"""LARA (Wang et al., 2024) adapted to discrete nodes: keep the largest deadline-feasible set of tasks.
+
+Reconstruction
+--------------
+The LARA paper describes its allocator only in outline (predict each learner's remaining demand with WLS,
+search a binary include/exclude tree for the set of learners that can still meet their deadlines, give
+throughput to that set, and spend a little on learners without enough history).  MARA (§5.1) adapts it to
+M indivisible nodes with at most one node per task.  Our reconstruction, at every step:
+
+1. **Demands.**  r_k = ⌈predicted remaining batches⌉ from the policy's own predictor (WLS for ``lara``, FM
+   for ``lara-fm``); l_k = steps left before task k's deadline = the batches it can still execute.
+2. **Warm-up reservation.**  Tasks with fewer than 4 observations have no trustworthy estimate.  If any
+   exist, one node is reserved and serves the warm-up task with the earliest deadline, so new tasks collect
+   history without starving the feasible set.
+3. **Largest feasible subset.**  Over the ready tasks (≥ 4 observations) find a largest subset S that is
+   deadline-feasible on the remaining nodes (see :func:`is_feasible`), by an include/exclude tree search in
+   deadline order with the bound "chosen + undecided ≤ best found → prune" and the fact that feasibility is
+   inherited by subsets (an infeasible partial set is never extended).  Among equally large subsets the
+   first found wins (earlier deadlines, then smaller demands).  K ≤ 10 keeps the search exact and cheap
+   (at most 2^10 leaves).
+4. **Service.**  The chosen tasks are served earliest deadline first; ready tasks outside S are judged
+   infeasible and get nothing.  Nodes that S cannot use serve further warm-up tasks (earliest deadline
+   first): an idle node gains nothing, and serving a warm-up task is how it becomes predictable.
+
+Feasibility test
+----------------
+Tasks all available now, task k needs r_k unit-time batches before l_k, M unit-speed nodes, a task runs on at
+most one node per step, preemption free.  As a flow problem (tasks → time intervals between deadlines →
+sink) the min-cut condition reads: for every subset J, Σ_{k∈J} r_k ≤ the sum of the min(M, |J|) largest
+l_k in J.  Writing that sum as min_{L≥0} [M·L + Σ_{k∈J} (l_k − L)⁺] and maximising over J gives the exact test
+
+    for every L ≥ 0:   Σ_k max(0, r_k − max(0, l_k − L))  ≤  M·L,
+
+i.e. the work that *must* be done before L (a task can do at most l_k − L after L) fits in M·L.  L = 0 gives
+r_k ≤ l_k.  The left side minus M·L is piecewise linear with kinks at l_k and l_k − r_k, so checking those
+points (and 0) is exact.  With integer data the flow is integral and McNaughton's wrap-around schedules
+each interval in whole steps, so the test is exact for the discrete simulator too.  (The variant
+Σ_{l_k≤L} r_k + Σ_{l_k>L} min(r_k, L) ≤ M·L bounds the work that *can* be done by L and rejects feasible
+sets, e.g. M = 1 with two tasks r = 5, l = 10.)  ``tests/agents/test_lara.py`` checks the test against a
+brute-force search over schedules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mara_agents.baselines import serve_in_order
+from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
+from mara_agents.predictors.wrapper import predict_remaining
+from mara_env.features import TASK_FEATURE_INDEX
+
+_PRESENT = TASK_FEATURE_INDEX["present"]
+_REMAINING = TASK_FEATURE_INDEX["remaining_time"]
+
+
+def is_feasible(demand: Sequence[int], window: Sequence[int], num_nodes: int) -> bool:
+    """Can every task k finish r_k = ``demand[k]`` batches within l_k = ``window[k]`` steps on ``num_nodes``
+    nodes, one node per task per step?  Exact (see the module docstring).
+
+    Plain Python on purpose: with K ≤ 10 tasks the loops are tiny and NumPy's per-call overhead would
+    dominate the thousands of checks one subset search makes.
+    """
+    tasks = [(int(r), int(l)) for r, l in zip(demand, window)]
+    if any(r > l for r, l in tasks):
+        return False
+    for horizon in {l for _, l in tasks} | {l - r for r, l in tasks}:
+        if horizon > 0 and sum(max(0, r - max(0, l - horizon)) for r, l in tasks) > num_nodes * horizon:
+            return False
+    return True
+
+
+def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: int) -> np.ndarray:
+    """Indices of a largest feasible subset, in deadline order.
+
+    Include/exclude tree search over tasks in (deadline, demand) order, include branch first.  Tasks that
+    cannot finish even alone are dropped up front; an infeasible partial set is never extended (subsets of
+    feasible sets are feasible, so nothing is lost); a branch is cut when even taking every undecided task
+    could not beat the largest subset found so far.  Among equally large subsets the first one found wins,
+    which prefers earlier deadlines and, at equal deadlines, smaller demands.
+    """
+    demand = np.asarray(demand, dtype=np.int64)
+    window = np.asarray(window, dtype=np.int64)
+    order = [k for k in np.lexsort((demand, window)).tolist() if demand[k] <= window[k]]
+    tasks = [(int(demand[k]), int(window[k])) for k in range(demand.size)]
+    best: list[int] = []
+
+    def search(position: int, chosen: list[int]) -> None:
+        nonlocal best
+        if len(chosen) + len(order) - position <= len(best):
+            return
+        if position == len(order):
+            best = list(chosen)
+            return
+        candidate = chosen + [order[position]]
+        if is_feasible(*zip(*(tasks[k] for k in candidate)), num_nodes):
+            search(position + 1, candidate)
+        search(position + 1, chosen)
+
+    search(0, [])
+    return np.asarray(best, dtype=np.int64)
+
+
+class LARAPolicy:
+    """The LARA allocator over any batched predictor (``lara``: WLS, ``lara-fm``: FM).
+
+    Self-contained: it computes ``predicted_remaining`` from the raw observation's history with its own
+    predictor, so it plays the plain Gymnasium env, workload files and the PettingZoo envs (via
+    :class:`~mara_agents.policy.NodeActor`) without a wrapper.
+    """
+
+    def __init__(self, predictor: Predictor, warmup: int = MIN_OBSERVATIONS):
+        self.predictor = predictor
+        self.warmup = warmup
+
+    def reset(self) -> None:
+        """Stateless between steps: every decision is recomputed from the observation."""
+
+    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        num_nodes = observation["action_mask"].shape[0]
+        tasks = observation["tasks"]
+        slots = np.flatnonzero(tasks[:, _PRESENT] > 0)
+        window = np.rint(observation["budget"][slots] * tasks[slots, _REMAINING]).astype(np.int64)
+        warm = observation["history_len"][slots] < self.warmup
+        warm_order = slots[warm][np.argsort(window[warm], kind="stable")]
+        reserved = min(1, warm_order.size)
+        ready = ~warm
+        demand = np.ceil(predict_remaining(observation, self.predictor)[slots]).astype(np.int64)
+        keep = np.flatnonzero(ready)[largest_feasible_subset(demand[ready], window[ready], num_nodes - reserved)]
+        chosen = slots[keep]  # already in deadline order
+        order = np.concatenate([warm_order[:reserved], chosen, warm_order[reserved:]])
+        return serve_in_order(order, num_nodes)

@@ -1,0 +1,223 @@
+"""The Multi-Agent Transformer (Wen et al., 2022) as used by MARA (paper §4.2, Eq. 9).
+
+* **Encoder** — one token per task slot plus one global token, a pre-LayerNorm Transformer block with
+  self-attention over occupied slots (empty slots are masked as keys), producing the slot representations
+  the decoder points at and, from the global token, one value per node (all nodes share the team reward, so
+  their values estimate the same return; the team value is their mean).
+* **Decoder** — autoregressive over nodes in index order.  Node i's input is its node embedding plus the
+  previous node's choice: a learned start vector for node 0, a learned idle vector, or a projection of the
+  encoded slot the previous node picked.  A causal self-attention block over nodes, cross-attention to the
+  encoder, then pointer logits (node query · slot key) and an idle logit.
+* **Masks** — node i's logits lose empty slots and slots taken by nodes < i (``masks.py``); idle is always
+  legal, so every sampled joint action is a matching (Eq. 2) without repair.
+
+The decoder always runs over all M positions; positions not chosen yet hold placeholders that the causal
+mask hides.  Sequential sampling (rollout) and teacher forcing (training) therefore execute the very same
+computation for node i, and their log-probabilities agree to float round-off.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from mara_agents.mat.masks import node_mask, teacher_forced_masks
+from mara_agents.mat.tokens import NUM_GLOBAL_TOKEN_FEATURES, NUM_SLOT_FEATURES
+
+
+
+IDLE_PRIOR = -2.0
+
+
+@dataclass(frozen=True)
+class MATHyperParameters:
+    """Architecture (paper Appendix A.3: one block, 64-dim, one head)."""
+
+    num_nodes: int = 7
+    num_slots: int = 10
+    dim: int = 64
+    heads: int = 1
+    blocks: int = 1
+    slot_features: int = NUM_SLOT_FEATURES
+    global_features: int = NUM_GLOBAL_TOKEN_FEATURES
+
+    def to_dict(self) -> dict[str, int]:
+        """Plain dict for checkpoints and manifests."""
+        return asdict(self)
+
+
+class Attention(nn.Module):
+    """Multi-head scaled dot-product attention with a boolean ``allowed`` (B, Lq, Lk) mask."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"dim ({dim}) must be divisible by heads ({heads})")
+        self.heads = heads
+        self.query = nn.Linear(dim, dim)
+        self.key_value = nn.Linear(dim, 2 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        batch, length, dim = x.shape
+        head_dim = dim // self.heads
+        q = self.query(x).view(batch, length, self.heads, head_dim).transpose(1, 2)
+        k, v = self.key_value(memory).view(batch, memory.shape[1], 2, self.heads, head_dim).unbind(2)
+        scores = q @ k.permute(0, 2, 3, 1) / math.sqrt(head_dim)
+        scores = scores.masked_fill(~allowed[:, None], float("-inf"))
+        mixed = torch.softmax(scores, dim=-1) @ v.transpose(1, 2)
+        return self.out(mixed.transpose(1, 2).reshape(batch, length, dim))
+
+
+def feed_forward(dim: int) -> nn.Sequential:
+    """The block's position-wise MLP."""
+    return nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+
+
+class EncoderBlock(nn.Module):
+    """Pre-LN self-attention + MLP."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.norm_attn, self.attn = nn.LayerNorm(dim), Attention(dim, heads)
+        self.norm_mlp, self.mlp = nn.LayerNorm(dim), feed_forward(dim)
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        h = self.norm_attn(x)
+        x = x + self.attn(h, h, allowed)
+        return x + self.mlp(self.norm_mlp(x))
+
+
+class DecoderBlock(nn.Module):
+    """Pre-LN causal self-attention over nodes, cross-attention to the encoder, MLP."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.norm_self, self.self_attn = nn.LayerNorm(dim), Attention(dim, heads)
+        self.norm_cross, self.cross_attn = nn.LayerNorm(dim), Attention(dim, heads)
+        self.norm_mlp, self.mlp = nn.LayerNorm(dim), feed_forward(dim)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, causal: torch.Tensor,
+                visible: torch.Tensor) -> torch.Tensor:
+        h = self.norm_self(x)
+        x = x + self.self_attn(h, h, causal)
+        x = x + self.cross_attn(self.norm_cross(x), memory, visible)
+        return x + self.mlp(self.norm_mlp(x))
+
+
+class MATModel(nn.Module):
+    """Encoder–decoder actor-critic over (slot tokens, global token) → per-node values and choices."""
+
+    def __init__(self, hparams: MATHyperParameters):
+        super().__init__()
+        self.hparams = hparams
+        dim, m = hparams.dim, hparams.num_nodes
+        self.slot_in = nn.Sequential(nn.Linear(hparams.slot_features, dim), nn.GELU())
+        self.global_in = nn.Sequential(nn.Linear(hparams.global_features, dim), nn.GELU())
+        self.encoder = nn.ModuleList(EncoderBlock(dim, hparams.heads) for _ in range(hparams.blocks))
+        self.encoder_norm = nn.LayerNorm(dim)
+        self.value_head = nn.Sequential(nn.Linear(dim, dim), nn.GELU(), nn.Linear(dim, m))
+        self.node_embedding = nn.Parameter(torch.randn(m, dim) * 0.02)
+        self.start = nn.Parameter(torch.randn(dim) * 0.02)
+        self.idle = nn.Parameter(torch.randn(dim) * 0.02)
+        self.chosen_in = nn.Linear(dim, dim)
+        self.decoder = nn.ModuleList(DecoderBlock(dim, hparams.heads) for _ in range(hparams.blocks))
+        self.decoder_norm = nn.LayerNorm(dim)
+        self.pointer_query = nn.Linear(dim, dim)
+        self.pointer_key = nn.Linear(dim, dim)
+        self.idle_logit = nn.Linear(dim, 1)
+        # Start close to work-conserving: idle begins e^IDLE_PRIOR times as likely as a free slot.  A uniform
+        # start idles ~1/(n+1) of the nodes and wastes most early rollouts learning not to.
+        nn.init.constant_(self.idle_logit.bias, IDLE_PRIOR)
+        self.register_buffer("causal", torch.tril(torch.ones(m, m, dtype=torch.bool)), persistent=False)
+
+    # ------------------------------------------------------------------ encoder
+    def encode(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+        """(B, 1 + K, D): the global token followed by the slot tokens, after the encoder blocks."""
+        x = torch.cat([self.global_in(glob)[:, None], self.slot_in(slots)], dim=1)
+        allowed = self.visible(present).expand(-1, x.shape[1], -1)
+        for block in self.encoder:
+            x = block(x, allowed)
+        return self.encoder_norm(x)
+
+    @staticmethod
+    def visible(present: torch.Tensor) -> torch.Tensor:
+        """(B, 1, 1 + K) keys that may be attended: the global token always, occupied slots."""
+        always = torch.ones_like(present[:, :1])
+        return torch.cat([always, present], dim=1)[:, None, :]
+
+    def values(self, memory: torch.Tensor) -> torch.Tensor:
+        """(B, M) per-node value estimates (in the value normaliser's units)."""
+        return self.value_head(memory[:, 0])
+
+    # ------------------------------------------------------------------ decoder
+    def decoder_inputs(self, memory: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """(B, M, D): node embedding + previous node's choice (start for node 0; ``actions`` shifted right)."""
+        previous = actions[:, :-1]
+        slot_memory = memory[:, 1:]
+        index = (previous - 1).clamp(min=0)[..., None].expand(-1, -1, slot_memory.shape[-1])
+        picked = self.chosen_in(slot_memory.gather(1, index))
+        choice = torch.where((previous > 0)[..., None], picked, self.idle.expand_as(picked))
+        first = self.start.expand(actions.shape[0], 1, -1)
+        return torch.cat([first, choice], dim=1) + self.node_embedding
+
+    def logits(self, memory: torch.Tensor, present: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Unmasked (B, M, K + 1) logits of every node given the earlier nodes' ``actions`` (teacher forcing)."""
+        x = self.decoder_inputs(memory, actions)
+        causal = self.causal.expand(x.shape[0], -1, -1)
+        visible = self.visible(present).expand(-1, x.shape[1], -1)
+        for block in self.decoder:
+            x = block(x, memory, causal, visible)
+        h = self.decoder_norm(x)
+        pointer = self.pointer_query(h) @ self.pointer_key(memory[:, 1:]).transpose(1, 2)
+        return torch.cat([self.idle_logit(h), pointer / math.sqrt(h.shape[-1])], dim=-1)
+
+    # ------------------------------------------------------------------ policy
+    @torch.no_grad()
+    def act(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,
+            generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sequential decoding: (actions (B, M), log-probs (B, M), values (B, M)).
+
+        Node i samples from ``generator`` under the mask of empty slots and slots taken by nodes < i, or,
+        with ``generator=None``, decodes greedily: it serves iff serving (any legal slot) is more likely than
+        idling, and then takes the most likely slot.  A plain arg-max over {idle, slot 1..K} is not used
+        because the serve mass is split over near-identical slots: a trained policy that serves ~80 % of
+        the time can still have idle as its single most likely choice, and its arg-max then idles every
+        node for the whole episode (observed for one training seed).
+        """
+        memory = self.encode(slots, glob, present)
+        batch, m = slots.shape[0], self.hparams.num_nodes
+        actions = torch.zeros(batch, m, dtype=torch.long, device=slots.device)
+        log_probs = torch.zeros(batch, m, device=slots.device)
+        taken = torch.zeros_like(present)
+        for node in range(m):
+            logits = masked(self.logits(memory, present, actions)[:, node], node_mask(present, taken))
+            if generator is None:
+                serve = torch.softmax(logits, -1)[:, 0] < 0.5
+                choice = torch.where(serve, logits[:, 1:].argmax(-1) + 1, 0)
+            else:
+                choice = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)[:, 0]
+            actions[:, node] = choice
+            log_probs[:, node] = torch.log_softmax(logits, -1).gather(1, choice[:, None])[:, 0]
+            taken = taken | nn.functional.one_hot(choice, present.shape[1] + 1)[:, 1:].bool()
+        return actions, log_probs, self.values(memory)
+
+    def evaluate(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,
+                 actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Teacher forcing: (log-probs (B, M), entropies (B, M), values (B, M)) of stored joint actions,
+        under masks rebuilt from the actions by an exclusive prefix sum."""
+        memory = self.encode(slots, glob, present)
+        logits = masked(self.logits(memory, present, actions), teacher_forced_masks(present, actions))
+        log_p = torch.log_softmax(logits, -1)
+        # Illegal entries have p = 0 and log p = −inf; zeroing log p there keeps 0·log 0 = 0 in value and gradient.
+        entropy = -(log_p.exp() * log_p.masked_fill(log_p.isinf(), 0.0)).sum(-1)
+        return log_p.gather(-1, actions[..., None])[..., 0], entropy, self.values(memory)
+
+
+def masked(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    """Logits with illegal choices set to −inf: probability exactly 0 whatever the legal logits are (a
+    finite "large negative" would beat legal logits below it).  Idle is always legal, so no row is all −inf."""
+    return logits.masked_fill(~legal, float("-inf"))

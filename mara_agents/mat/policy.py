@@ -1,0 +1,66 @@
+"""The trained MAT allocator behind the :class:`~mara_agents.policy.Policy` protocol.
+
+Self-contained: the policy holds its frozen predictor and computes the remaining-batch estimates from the
+raw observation's history itself (one batched call per step, as in training), so it plays the plain
+Gymnasium env, ``mara_agents.runner.evaluate_workload`` and the PettingZoo envs through
+:class:`~mara_agents.policy.NodeActor` with no wrapper.  Any ``predicted_remaining`` already in the
+observation is ignored, so the method name alone decides which predictor is used.
+
+Evaluation decodes **greedily** by default, so it is deterministic: in node order, each node serves iff
+serving is more likely than idling under its masked distribution, and then takes its most likely slot (see
+:meth:`~mara_agents.mat.model.MATModel.act` for why not a plain arg-max).  ``sample=True`` samples from the
+policy with a seeded generator instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from mara_agents.mat.checkpoint import load_policy_model
+from mara_agents.mat.model import MATModel
+from mara_agents.mat.rollout import to_tensors
+from mara_agents.mat.tokens import build_tokens
+from mara_agents.predictors import WLSPredictor, load_predictor
+from mara_agents.predictors.base import Predictor
+from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
+from mara_agents.predictors.wrapper import predict_remaining
+
+
+class MATPolicy:
+    """A frozen MAT model + its frozen predictor."""
+
+    def __init__(self, model: MATModel, predictor: Predictor, sample: bool = False, seed: int = 0):
+        self.model = model.eval()
+        self.predictor = predictor
+        self.device = next(model.parameters()).device
+        self.seed = seed  # kept so that evaluation caches tell differently seeded sampling runs apart
+        self.generator = torch.Generator(device=self.device).manual_seed(seed) if sample else None
+
+    def reset(self) -> None:
+        """Nothing to clear; a sampling generator keeps running so the sequence depends only on the seed."""
+
+    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        tokens = build_tokens(observation, predict_remaining(observation, self.predictor))
+        slots, glob, present = to_tensors(tokens, self.device)
+        actions, _, _ = self.model.act(slots[None], glob[None], present[None], generator=self.generator)
+        return actions[0].cpu().numpy()
+
+
+def make_predictor(name: str, fm_checkpoint: str = "", device: str | torch.device = "cpu") -> Predictor:
+    """The frozen stage-I predictor: ``wls`` or ``fm`` (the shipped checkpoint unless a path is given)."""
+    if name == "wls":
+        return WLSPredictor()
+    if name == "fm":
+        return load_predictor(fm_checkpoint or DEFAULT_FM, device=device)
+    raise ValueError(f"unknown predictor {name!r}; choose fm or wls")
+
+
+def load_mat_policy(path: str | os.PathLike[str], device: str = "cpu", sample: bool = False, seed: int = 0,
+                    fm_checkpoint: str = "") -> MATPolicy:
+    """A :class:`MATPolicy` from an exported checkpoint, with the predictor recorded in it (the policy was
+    trained on that predictor's estimates, so it is never swapped)."""
+    model, trained_with = load_policy_model(path, device)
+    return MATPolicy(model, make_predictor(trained_with, fm_checkpoint, device), sample=sample, seed=seed)

@@ -1,0 +1,141 @@
+"""PPO with GAE for the MAT allocator (paper §4.2, Eqs. 10–12), plus the value normaliser.
+
+The loss is L = −L_clip + c_v·L_V − c_e·H.  Following MAT, the clipped ratio is taken per node: node i's ratio
+is π(a_i | o, a_<i) / π_old(a_i | o, a_<i) and every node shares the team advantage (the reward is shared).
+Clipping each factor keeps any one node's policy change bounded, which a single joint ratio over seven
+factors would not.  Value targets are normalised by running return statistics (MAPPO-style) so the critic
+sees O(1) targets whether the reward is shaped or sparse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from mara_agents.mat.model import MATModel
+
+
+class ValueNorm(nn.Module):
+    """Running mean/variance of value targets; the critic predicts normalised returns."""
+
+    def __init__(self, epsilon: float = 1e-5):
+        super().__init__()
+        self.epsilon = epsilon
+        self.register_buffer("mean", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("var", torch.ones((), dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, targets: torch.Tensor) -> None:
+        """Merge a batch into the running moments (parallel-variance formula)."""
+        x = targets.detach().double().reshape(-1)
+        n, mean, var = float(x.numel()), x.mean(), x.var(unbiased=False)
+        total = self.count + n
+        delta = mean - self.mean
+        self.var.copy_((self.var * self.count + var * n + delta ** 2 * self.count * n / total) / total)
+        self.mean.copy_(self.mean + delta * n / total)
+        self.count.copy_(total)
+
+    def normalise(self, x: torch.Tensor) -> torch.Tensor:
+        """Return units → critic units."""
+        return ((x.double() - self.mean) / (self.var.sqrt() + self.epsilon)).to(x.dtype)
+
+    def denormalise(self, x: torch.Tensor) -> torch.Tensor:
+        """Critic units → return units."""
+        return (x.double() * (self.var.sqrt() + self.epsilon) + self.mean).to(x.dtype)
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_value: torch.Tensor,
+        gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over a (T, N) rollout; returns (advantages, returns).
+
+    ``dones[t]`` marks that the episode ended with step t (MARA episodes terminate, never truncate), so no
+    value is bootstrapped across it; the rollout's tail bootstraps from ``last_value``.
+    """
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(last_value)
+    for t in reversed(range(rewards.shape[0])):
+        next_value = last_value if t == rewards.shape[0] - 1 else values[t + 1]
+        alive = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_value * alive - values[t]
+        running = delta + gamma * lam * alive * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """The update's knobs (filled from the training config)."""
+
+    clip: float = 0.2
+    value_coef: float = 1.0
+    entropy_coef: float = 0.01
+    epochs: int = 5
+    minibatches: int = 4
+    max_grad_norm: float = 0.5
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A flattened rollout: tokens, stored joint actions and their old log-probs, advantages, returns."""
+
+    slots: torch.Tensor
+    glob: torch.Tensor
+    present: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.actions.shape[0]
+
+    def select(self, rows: torch.Tensor) -> Batch:
+        """The minibatch of ``rows``."""
+        return Batch(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
+
+
+def ppo_loss(model: MATModel, batch: Batch, value_norm: ValueNorm,
+             settings: PPOSettings) -> tuple[torch.Tensor, dict[str, float]]:
+    """Eq. 12 on one minibatch; advantages are normalised within it."""
+    log_probs, entropy, values = model.evaluate(batch.slots, batch.glob, batch.present, batch.actions)
+    advantages = (batch.advantages - batch.advantages.mean()) / (batch.advantages.std() + 1e-8)
+    ratio = torch.exp(log_probs - batch.log_probs)
+    unclipped = ratio * advantages[:, None]
+    clipped = ratio.clamp(1 - settings.clip, 1 + settings.clip) * advantages[:, None]
+    policy_loss = -torch.min(unclipped, clipped).mean()
+    value_loss = 0.5 * (values - value_norm.normalise(batch.returns)[:, None]).pow(2).mean()
+    entropy_mean = entropy.mean()
+    loss = policy_loss + settings.value_coef * value_loss - settings.entropy_coef * entropy_mean
+    with torch.no_grad():
+        stats = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                 "entropy": entropy_mean.item(), "approx_kl": ((ratio - 1) - torch.log(ratio)).mean().item(),
+                 "clip_fraction": ((ratio - 1).abs() > settings.clip).float().mean().item()}
+    return loss, stats
+
+
+def ppo_update(model: MATModel, optimizer: torch.optim.Optimizer, batch: Batch, value_norm: ValueNorm,
+               settings: PPOSettings, generator: torch.Generator) -> dict[str, float]:
+    """Several epochs of shuffled minibatch steps with gradient-norm clipping; returns mean statistics.
+
+    The value normaliser is updated with this batch's returns first, so the critic's targets and the
+    advantages (computed before, in return units) stay consistent within the update.
+    """
+    value_norm.update(batch.returns)
+    totals: dict[str, float] = {}
+    steps = 0
+    size = len(batch) // settings.minibatches
+    for _ in range(settings.epochs):
+        order = torch.randperm(len(batch), generator=generator).to(batch.actions.device)
+        for start in range(0, size * settings.minibatches, size):
+            loss, stats = ppo_loss(model, batch.select(order[start:start + size]), value_norm, settings)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            stats["grad_norm"] = float(nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm))
+            optimizer.step()
+            for key, value in stats.items():
+                totals[key] = totals.get(key, 0.0) + value
+            steps += 1
+    return {key: value / steps for key, value in totals.items()}

@@ -1,0 +1,79 @@
+"""Observation → MAT input tokens (paper §4.2: "every agent receives the same global observation").
+
+One token per task slot, built only from the observation contract (``mara_env.features``) and the
+predictor's remaining-batch estimates, plus one global token.  Features are scaled to O(1) here, once, so
+the network needs no input normalisation and rollout, training and evaluation see identical inputs.
+Works on single observations (K, ·) and on stacks (..., K, ·) alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import numpy as np
+
+from mara_env.features import NUM_GLOBAL_FEATURES, TASK_FEATURE_INDEX
+
+_F = TASK_FEATURE_INDEX
+STEP_SCALE = 500.0  # steps are divided by the arrival window T so deadlines and demands share one unit
+LOG_LR_CENTRE = float(np.log(1e-3))
+
+SLOT_FEATURES: tuple[str, ...] = (
+    "present",            # 1 occupied, 0 empty (the slot is masked anyway)
+    "remaining_time",     # (deadline − t) / B
+    "batches_done",       # s / B
+    "log_loss_ratio",     # log(L / ε), clipped to [−5, 5]
+    "warmup",             # min(observations / 4, 1): how far the demand estimate is from trustworthy
+    "queue_wait",         # admission wait / B
+    "steps_left",         # (deadline − t) / T: the remaining deadline in absolute steps
+    "predicted",          # predicted remaining batches / T
+    "predicted_frac",     # predicted remaining batches / B, clipped to [0, 2]
+    "slack",              # (steps left − predicted) / B, clipped to [−2, 2]: negative = cannot finish alone
+    "fits_alone",         # 1 if predicted ≤ steps left
+    "log_batch_size",     # log batch size / 5
+    "log_lr",             # log lr − log 1e-3
+    "nodes",              # M / M_max   (global features, repeated on every slot)
+    "active",             # active tasks / K
+    "queue",              # queued tasks / K
+    "time",               # t / T
+)
+NUM_SLOT_FEATURES = len(SLOT_FEATURES)
+NUM_GLOBAL_TOKEN_FEATURES = NUM_GLOBAL_FEATURES
+
+
+class Tokens(NamedTuple):
+    """MAT inputs: ``slots`` (..., K, NUM_SLOT_FEATURES), ``glob`` (..., G), ``present`` (..., K) bool."""
+
+    slots: np.ndarray
+    glob: np.ndarray
+    present: np.ndarray
+
+
+def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -> Tokens:
+    """Tokens for one observation or a stack of them; ``predicted`` is shaped like ``history_len``."""
+    tasks = np.asarray(observation["tasks"], dtype=np.float32)
+    glob = np.asarray(observation["global"], dtype=np.float32)
+    budget = np.maximum(np.asarray(observation["budget"], dtype=np.float32), 1.0)
+    present = tasks[..., _F["present"]] > 0
+    predicted = np.where(present, np.asarray(predicted, dtype=np.float32), 0.0)
+    steps_left = tasks[..., _F["remaining_time"]] * budget
+    columns = [
+        tasks[..., _F["present"]],
+        tasks[..., _F["remaining_time"]],
+        tasks[..., _F["batches_done"]],
+        np.clip(tasks[..., _F["log_loss_ratio"]], -5.0, 5.0),
+        tasks[..., _F["warmup"]],
+        tasks[..., _F["queue_wait"]],
+        steps_left / STEP_SCALE,
+        predicted / STEP_SCALE,
+        np.clip(predicted / budget, 0.0, 2.0),
+        np.clip((steps_left - predicted) / budget, -2.0, 2.0),
+        (predicted <= steps_left).astype(np.float32),
+        tasks[..., _F["log_batch_size"]] / 5.0,
+        np.where(present, tasks[..., _F["log_lr"]] - LOG_LR_CENTRE, 0.0),
+    ]
+    slots = np.stack(columns, axis=-1)
+    repeated = np.broadcast_to(glob[..., None, :], slots.shape[:-1] + (glob.shape[-1],))
+    slots = np.concatenate([slots, repeated], axis=-1) * present[..., None]
+    return Tokens(slots.astype(np.float32), glob, present)

@@ -1,0 +1,187 @@
+"""Stage II: train the MAT allocator with PPO + GAE over a frozen predictor (paper §4.2–4.4, Algorithm 1).
+
+Read top to bottom: build the frozen predictor, the model and N environments; then repeat — collect a
+rollout (one batched predictor call per vector step), compute GAE advantages, run the PPO update, log to
+TensorBoard, and write the resumable state every ``checkpoint_every`` env steps.
+
+**Checkpoint rule (fixed before any evaluation).**  The exported policy is the model right after the PPO
+update that first brings the env-step count to ``select_step`` or beyond (default 10,500, the paper's fixed
+step; with the default 14 × 25 = 350 steps per update that is exactly update 30).  No evaluation workload is ever
+looked at; if ``steps < select_step`` the final model is exported.
+
+**Resume.**  ``<run_dir>/last.pt`` holds model, optimiser, value normaliser, generator states and counters,
+written atomically.  A killed run restarted with the same command continues from the last save, losing at
+most ``checkpoint_every`` env steps; the environments start fresh episodes (seeded from the seed and the step
+count) because in-flight episodes are not saved, so a resumed run is reproducible but not bit-identical to
+an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+from curves.bank import DEFAULT_BANK
+from mara_agents.mat.checkpoint import export_policy, load_run_state, save_run_state
+from mara_agents.mat.config import MATTrainConfig
+from mara_agents.mat.model import MATModel
+from mara_agents.mat.policy import make_predictor
+from mara_agents.mat.ppo import Batch, ValueNorm, gae, ppo_update
+from mara_agents.mat.rollout import Rollout, VectorRollout
+from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
+from mara_agents.predictors.train import bank_checksum, git_commit
+from mara_env.config import MARAConfig
+
+# Fields that may differ when a run is resumed; any other change is refused.
+_RESUMABLE_CHANGES = frozenset({"device", "threads", "steps", "resume", "out", "checkpoint_every", "snapshot_every"})
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Where the exported policy went and how long training took."""
+
+    checkpoint: Path
+    global_step: int
+    seconds: float
+    steps_per_second: float
+
+
+def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -> Batch:
+    """(T, N, …) rollout → (T·N, …) PPO batch."""
+    return Batch(slots=rollout.slots.flatten(0, 1), glob=rollout.glob.flatten(0, 1),
+                 present=rollout.present.flatten(0, 1), actions=rollout.actions.flatten(0, 1),
+                 log_probs=rollout.log_probs.flatten(0, 1), advantages=advantages.flatten(),
+                 returns=returns.flatten())
+
+
+def checked_state(path: Path, config: MATTrainConfig) -> dict[str, Any]:
+    """The saved run state, refusing to resume a run started with different training settings."""
+    state = load_run_state(path)
+    changed = sorted(k for k, v in dataclasses.asdict(config).items()
+                     if k not in _RESUMABLE_CHANGES and state["config"].get(k) != v)
+    if changed:
+        raise ValueError(f"{path}: cannot resume, the run was started with different {changed}; "
+                         "use another --run-dir or --no-resume")
+    return state
+
+
+def manifest(config: MATTrainConfig, model: MATModel, global_step: int, seconds: float,
+             recent: deque[dict[str, float]], role: str = "selected") -> dict[str, Any]:
+    """How the exported policy was trained (JSON beside the checkpoint); ``role`` is ``selected`` (the
+    checkpoint rule's pick) or ``snapshot`` (a learning-curve export)."""
+    bank = config.bank or str(DEFAULT_BANK)
+    fm = Path(config.fm_checkpoint or DEFAULT_FM)
+    rates = [e["success_rate"] for e in recent if np.isfinite(e["success_rate"])]
+    return {
+        "format": "mara-mat-manifest", "method": {"fm": "mara", "wls": "mara-wls"}[config.predictor]
+        + ("" if config.reward == "shaped" else "-sparse"),
+        "config": dataclasses.asdict(config), "hparams": model.hparams.to_dict(),
+        "step": global_step, "role": role,
+        "selection_rule": f"model after the first PPO update reaching >= {config.select_step} env steps "
+                          "(fixed before evaluation; no evaluation data used)",
+        "train_seconds": round(seconds, 1),
+        "train_success_rate_last_episodes": float(np.mean(rates)) if rates else None,
+        "train_episodes_in_that_mean": len(rates),
+        "data": {"bank": bank, "bank_sha256": bank_checksum(bank), "task_set": config.task_set,
+                 "curve_splits": list(MARAConfig().curve_splits), "arrival_prob": config.arrival_prob},
+        "predictor": {"name": config.predictor,
+                      "checkpoint": str(fm) if config.predictor == "fm" else None,
+                      "checkpoint_sha256": hashlib.sha256(fm.read_bytes()).hexdigest()
+                      if config.predictor == "fm" else None},
+        "git_commit": git_commit(), "torch": torch.__version__,
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def train(config: MATTrainConfig) -> TrainResult:
+    """Run (or resume) one MAT training run; returns where the selected policy was exported."""
+    torch.set_num_threads(config.threads)
+    device = torch.device(config.device)
+    torch.manual_seed(config.seed)
+    env_config = MARAConfig(arrival_prob=config.arrival_prob, task_set=config.task_set, reward=config.reward,
+                            shaping_beta=config.shaping_beta, bank=config.bank or None)
+    predictor = make_predictor(config.predictor, config.fm_checkpoint, device)
+    model = MATModel(config.hparams(env_config.num_nodes, env_config.max_active)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, eps=1e-5)
+    value_norm = ValueNorm().to(device)
+    sampler = torch.Generator(device=device).manual_seed(config.seed)
+    shuffler = torch.Generator().manual_seed(config.seed + 1)
+    run = Path(config.run_path)
+    state_path = run / "last.pt"
+    global_step, update, selected, trained_seconds = 0, 0, False, 0.0
+    if config.resume and state_path.exists():
+        state = checked_state(state_path, config)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        value_norm.load_state_dict(state["value_norm"])
+        sampler.set_state(state["generators"]["sampler"])
+        shuffler.set_state(state["generators"]["shuffler"])
+        global_step, update, selected = state["global_step"], state["update"], state["selected"]
+        trained_seconds = state["seconds"]
+        print(f"resumed {state_path} at env step {global_step}", flush=True)
+
+    envs = VectorRollout(env_config, config.num_envs, predictor, seed=(config.seed, global_step), device=device)
+    writer = SummaryWriter(str(run / "tb"), purge_step=global_step)
+    settings = config.ppo()
+    recent: deque[dict[str, float]] = deque(maxlen=50)
+    started, last_saved, first_step, resumed_seconds = time.perf_counter(), global_step, global_step, trained_seconds
+    while global_step < config.steps:
+        tick = time.perf_counter()
+        rollout = envs.collect(model, value_norm, config.rollout_steps, sampler)
+        collected = time.perf_counter()
+        advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, rollout.last_value,
+                                  config.gamma, config.gae_lambda)
+        stats = ppo_update(model, optimizer, flatten(rollout, advantages, returns), value_norm, settings, shuffler)
+        steps = config.rollout_steps * config.num_envs
+        global_step += steps
+        update += 1
+        elapsed = time.perf_counter() - tick
+        trained_seconds += elapsed
+
+        for episode in envs.drain_finished():
+            recent.append(episode)
+            writer.add_scalar("charts/episode_return", episode["return"], global_step)
+            if np.isfinite(episode["success_rate"]):
+                writer.add_scalar("charts/success_rate", episode["success_rate"], global_step)
+        for key, value in stats.items():
+            writer.add_scalar(f"losses/{key}", value, global_step)
+        writer.add_scalar("charts/steps_per_second", steps / elapsed, global_step)
+        writer.add_scalar("charts/rollout_seconds", collected - tick, global_step)
+        rates = [e["success_rate"] for e in recent if np.isfinite(e["success_rate"])]
+        print(f"update {update} step {global_step} sps {steps / elapsed:.0f} (rollout {collected - tick:.1f}s) "
+              f"success {np.mean(rates) if rates else float('nan'):.3f} entropy {stats['entropy']:.3f} "
+              f"value_loss {stats['value_loss']:.3f}", flush=True)
+
+        select_now = not selected and global_step >= config.select_step
+        if select_now:
+            export_policy(config.out_path, model, config.predictor,
+                          manifest(config, model, global_step, trained_seconds, recent))
+            selected = True
+        every = config.snapshot_every
+        if every and global_step // every > (global_step - steps) // every:
+            export_policy(run / "snapshots" / f"step_{global_step}.pt", model, config.predictor,
+                          manifest(config, model, global_step, trained_seconds, recent, role="snapshot"))
+        if select_now or global_step - last_saved >= config.checkpoint_every or global_step >= config.steps:
+            save_run_state(state_path, model=model, optimizer=optimizer, value_norm=value_norm,
+                           generators={"sampler": sampler.get_state(), "shuffler": shuffler.get_state()},
+                           global_step=global_step, update=update, seconds=trained_seconds,
+                           config=dataclasses.asdict(config), selected=selected)
+            last_saved = global_step
+    if not selected:
+        export_policy(config.out_path, model, config.predictor,
+                      manifest(config, model, global_step, trained_seconds, recent))
+    writer.close()
+    seconds = time.perf_counter() - started
+    return TrainResult(Path(config.out_path), global_step, seconds,
+                       ((global_step - first_step) / (trained_seconds - resumed_seconds))
+                       if trained_seconds > resumed_seconds else float("nan"))

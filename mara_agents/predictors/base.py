@@ -1,0 +1,107 @@
+"""The batched predictor interface shared by WLS and FM (DESIGN §5, paper §4.1).
+
+A predictor answers one question for many tasks at once: *how many more optimization batches does each
+task need before its cumulative-average loss reaches its threshold ε?*  Every array in a query has one row
+per task, so a whole observation (all K slots, or all slots of a vector of environments) is one call.
+
+Both predictors need :data:`MIN_OBSERVATIONS` loss observations.  Before that, and whenever a model has no
+usable answer, a predictor returns the task's remaining *generation cap* — the most batches the task can
+still execute (in the environment: the steps left to its deadline).  Every estimate is clipped to
+``[0, cap]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+MIN_OBSERVATIONS = 4  # paper §4.1: "before four history points are available ... return the cap"
+
+
+@dataclass(frozen=True)
+class PredictorQuery:
+    """A batch of n tasks to predict for.
+
+    Attributes:
+        history: (n, H) cumulative-average losses L(1..len), zero padded on the right.
+        length: (n,) number of observed losses per task (0 for a task that has not run yet).
+        batch_size: (n,) samples per optimization batch (processed samples = batches × batch size).
+        lr: (n,) learning rate.
+        eps: (n,) target loss ε; only the decoding step reads it.
+        cap: (n,) remaining generation cap in batches: the largest answer a predictor may give.
+    """
+
+    history: np.ndarray
+    length: np.ndarray
+    batch_size: np.ndarray
+    lr: np.ndarray
+    eps: np.ndarray
+    cap: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.history.ndim != 2:
+            raise ValueError(f"history must be (n, H), got shape {self.history.shape}")
+        n, width = self.history.shape
+        for name in ("length", "batch_size", "lr", "eps", "cap"):
+            shape = getattr(self, name).shape
+            if shape != (n,):
+                raise ValueError(f"{name} must have shape ({n},) to match history, got {shape}")
+        if np.any(self.length < 0) or np.any(self.length > width):
+            raise ValueError(f"length must lie in [0, {width}] (the history width)")
+        if np.any(self.cap < 0):
+            raise ValueError("cap must be non-negative")
+
+    def __len__(self) -> int:
+        return int(self.length.shape[0])
+
+    @property
+    def current_loss(self) -> np.ndarray:
+        """L(s) at the last observation, 0 for tasks without observations."""
+        last = np.maximum(self.length - 1, 0)
+        loss = self.history[np.arange(len(self)), last].astype(np.float64)
+        return np.where(self.length > 0, loss, 0.0)
+
+    @property
+    def ready(self) -> np.ndarray:
+        """Tasks a model predicts for: enough observations and a positive cap."""
+        return (self.length >= MIN_OBSERVATIONS) & (self.cap > 0)
+
+    def subset(self, rows: np.ndarray) -> PredictorQuery:
+        """The query restricted to ``rows`` (a boolean mask or index array)."""
+        return PredictorQuery(self.history[rows], self.length[rows], self.batch_size[rows], self.lr[rows],
+                              self.eps[rows], self.cap[rows])
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Remaining-batch estimates, and for FM the sampled futures they were decoded from.
+
+    Attributes:
+        remaining: (n,) float64 estimated remaining batches, in ``[0, cap]``.
+        trajectories: (n, N, J+1) sampled future cumulative-average losses L̂(s_0..s_J) (FM only; NaN rows
+            for tasks that were not ready).
+        grid: (n, J+1) the bin boundaries s_j of those trajectories, in batches (FM only).
+    """
+
+    remaining: np.ndarray
+    trajectories: np.ndarray | None = None
+    grid: np.ndarray | None = None
+
+
+@runtime_checkable
+class Predictor(Protocol):
+    """Anything that maps a batch of tasks to remaining-batch estimates in one call."""
+
+    def predict(self, query: PredictorQuery) -> Prediction:
+        """Estimate the remaining batches of every task in ``query``."""
+        ...
+
+
+def capped_remaining(estimate: np.ndarray, query: PredictorQuery) -> np.ndarray:
+    """The returned estimate: the cap before 4 observations or where ``estimate`` is not finite, otherwise
+    ``estimate`` clipped to ``[0, cap]`` (paper §4.1, last paragraph)."""
+    cap = query.cap.astype(np.float64)
+    usable = query.ready & np.isfinite(estimate)
+    return np.where(usable, np.clip(np.nan_to_num(estimate, nan=0.0), 0.0, cap), cap)

@@ -1,0 +1,314 @@
+"""Predictor benchmark: the paper's Table 1 and Figure 3 (§5.2) on the bank's ``test`` curves.
+
+Protocol (fixed and deterministic):
+
+* Task sets: ``ID`` (families with role "id"), ``RL OOD`` (role "ood", name containing "pong" or "dagger")
+  and ``ViT OOD`` (role "ood", name containing "vit").  Families without calibrated rules are left out.
+* Each test curve becomes one task with ε and available time B drawn from its family's rules by a generator
+  seeded with (seed, CRC-32 of the curve id).
+* A task is queried only while it would still be active under continuous service: at prefixes
+  s ∈ [4, min(c − 1, B − 1)], c being the true first batch with L(c) ≤ ε.  Eight query ranks spread evenly
+  over that range (fewer distinct prefixes repeat); a task that succeeds within 4 batches is never queried.
+* The horizon (cap) of a query is the remaining generation cap, length − s: curves are stored to twice the
+  family's largest budget.  The truth is c − s, or the horizon when the stored curve never reaches ε.
+* Metrics: capped remaining-batch MAE; budget-success accuracy — whether ``s + estimate ≤ B`` agrees with
+  ``c ≤ B``; and wall-clock milliseconds per prefix of one batched call over all the task set's prefixes
+  (best of three, after a warm-up call).
+
+``python -m mara_agents.predictors.bench`` prints the table and writes it (Markdown, CSV, JSON) with the
+Figure 3 PNGs to ``--out``; :func:`benchmark` returns the table (and the estimates) for ``evaluate.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from curves.bank import DEFAULT_BANK, BankError, CurveBank, FamilySpec, load_bank
+from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor, PredictorQuery
+from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT, FlowMatchingPredictor, load_predictor
+from mara_agents.predictors.wls import WLSPredictor, fit_power_law
+
+TASK_SETS = ("ID", "RL OOD", "ViT OOD")
+QUERY_RANKS = 8
+
+
+def task_set_of(spec: FamilySpec) -> str | None:
+    """The benchmark task set a family belongs to, or None for an OOD family of another kind."""
+    name = spec.name.lower()
+    if spec.role == "id":
+        return "ID"
+    if "vit" in name:
+        return "ViT OOD"
+    if "pong" in name or "dagger" in name:
+        return "RL OOD"
+    return None
+
+
+def draw_task(spec: FamilySpec, curve_id: str, seed: int) -> tuple[float, int]:
+    """(ε, B) for one curve from its family's rules (DESIGN §4), fixed by (seed, curve id)."""
+    if spec.eps is None or spec.budget is None:
+        raise BankError(f"family {spec.name!r} has no calibrated ε/budget rule; run curves.calibrate first")
+    rng = np.random.default_rng([seed, zlib.crc32(curve_id.encode())])
+    if spec.eps["kind"] == "scaled":
+        eps = spec.eps["base"] * rng.uniform(spec.eps["low"], spec.eps["high"])
+    else:
+        eps = float(np.exp(rng.uniform(np.log(spec.eps["low"]), np.log(spec.eps["high"]))))
+    if spec.budget["kind"] == "interval":
+        budget = int(rng.integers(spec.budget["low"], spec.budget["high"] + 1))
+    else:
+        budget = int(rng.choice(spec.budget["values"]))
+    return float(eps), budget
+
+
+def uncalibrated_families(bank: CurveBank) -> list[str]:
+    """Families without an ε or budget rule yet; the benchmark leaves them out (and says so)."""
+    return sorted(name for name, spec in bank.families.items() if spec.eps is None or spec.budget is None)
+
+
+def crossing_batch(cumavg: np.ndarray, eps: float) -> int | None:
+    """The first batch c (1-based) with L(c) ≤ ε, or None if the stored curve never gets there."""
+    below = np.flatnonzero(cumavg <= eps)
+    return int(below[0]) + 1 if below.size else None
+
+
+def query_prefixes(crossing: int | None, budget: int, length: int, ranks: int = QUERY_RANKS) -> np.ndarray:
+    """Eight prefixes spread evenly over [4, min(c − 1, B − 1)]; empty if the task is done before 4 batches."""
+    last = min(crossing - 1 if crossing is not None else length, budget - 1)
+    if last < MIN_OBSERVATIONS:
+        return np.zeros(0, dtype=np.int64)
+    return MIN_OBSERVATIONS + (np.arange(ranks) * (last - MIN_OBSERVATIONS)) // (ranks - 1)
+
+
+@dataclass(frozen=True)
+class QuerySet:
+    """Every query of one task set, with the truth needed to score it."""
+
+    task_set: str
+    curve_ids: tuple[str, ...]   # per query
+    rank: np.ndarray             # 0..7 per query
+    budget: np.ndarray           # B per query
+    truth: np.ndarray            # true remaining batches, capped at the horizon
+    query: PredictorQuery
+
+    @property
+    def prefix(self) -> np.ndarray:
+        """Observed batches s per query."""
+        return self.query.length
+
+
+def build_queries(bank: CurveBank, task_set: str, seed: int = 0) -> QuerySet | None:
+    """The deterministic queries of one task set over the bank's test curves (None if it has none)."""
+    rows: list[tuple[str, int, int, int, float, float, float, int]] = []
+    histories: list[np.ndarray] = []
+    for name, spec in sorted(bank.families.items()):
+        if task_set_of(spec) != task_set or name in uncalibrated_families(bank):
+            continue
+        for cid in bank.ids(family=name, splits=["test"]):
+            record, cumavg = bank.records[cid], bank.cumavg(cid)
+            eps, budget = draw_task(spec, cid, seed)
+            crossing = crossing_batch(cumavg, eps)
+            for rank, s in enumerate(query_prefixes(crossing, budget, record.length)):
+                horizon = record.length - s
+                truth = horizon if crossing is None else crossing - s
+                rows.append((cid, rank, budget, int(s), eps, float(record.batch_size), record.lr, truth))
+                histories.append(cumavg[:s])
+    if not rows:
+        return None
+    ids, rank, budget, prefix, eps, batch_size, lr, truth = (np.array(col) for col in zip(*rows))
+    lengths = np.array([bank.records[c].length for c in ids])
+    history = np.zeros((len(rows), int(prefix.max())))
+    for row, values in enumerate(histories):
+        history[row, :values.size] = values
+    query = PredictorQuery(history, prefix, batch_size, lr, eps, (lengths - prefix).astype(np.float64))
+    return QuerySet(task_set, tuple(ids), rank, budget, truth.astype(np.float64), query)
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One line of Table 1."""
+
+    task_set: str
+    model: str
+    prefixes: int
+    mae: float
+    accuracy: float
+    ms_per_prefix: float
+
+
+def capped_mae(estimate: np.ndarray, truth: np.ndarray, horizon: np.ndarray) -> float:
+    """Mean |min(estimate, h) − truth| in batches (truth is already capped at h)."""
+    return float(np.mean(np.abs(np.minimum(estimate, horizon) - truth)))
+
+
+def budget_success_accuracy(estimate: np.ndarray, truth: np.ndarray, prefix: np.ndarray,
+                            budget: np.ndarray) -> float:
+    """Fraction of queries where "s + estimate ≤ B" agrees with the truth "c ≤ B" (a non-crossing truth is
+    the horizon, length − s, and length = 2·max budget > B, so it counts as a failure)."""
+    return float(np.mean((prefix + estimate <= budget) == (prefix + truth <= budget)))
+
+
+def timed_predict(predictor: Predictor, query: PredictorQuery, repeats: int = 3) -> tuple[np.ndarray, float]:
+    """Estimates and the best wall-clock seconds of one batched call (after a warm-up call)."""
+    estimate = predictor.predict(query).remaining
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        predictor.predict(query)
+        best = min(best, time.perf_counter() - start)
+    return estimate, best
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """Table 1 (``rows``) plus what Figure 3 needs: every estimate, keyed (task set, predictor), and the
+    query sets they answer."""
+
+    rows: list[BenchRow]
+    estimates: dict[tuple[str, str], np.ndarray]
+    queries: dict[str, QuerySet]
+
+
+def benchmark(bank: CurveBank, predictors: Mapping[str, Predictor], seed: int = 0) -> BenchResult:
+    """Table 1: one row per (task set, predictor), each predictor answering a task set in one batched call."""
+    rows, estimates, query_sets = [], {}, {}
+    for task_set in TASK_SETS:
+        queries = build_queries(bank, task_set, seed)
+        if queries is None:
+            continue
+        query_sets[task_set] = queries
+        for name, predictor in predictors.items():
+            estimate, seconds = timed_predict(predictor, queries.query)
+            estimates[(task_set, name)] = estimate
+            rows.append(BenchRow(task_set, name, len(queries.truth),
+                                 capped_mae(estimate, queries.truth, queries.query.cap),
+                                 budget_success_accuracy(estimate, queries.truth, queries.prefix, queries.budget),
+                                 1e3 * seconds / len(queries.truth)))
+    return BenchResult(rows, estimates, query_sets)
+
+
+def format_table(rows: Sequence[BenchRow]) -> str:
+    """Markdown Table 1, plus the FM/WLS latency ratio per task set when both are present."""
+    lines = ["| Task set | Model | Prefixes | MAE ↓ | Acc. (%) ↑ | ms/prefix ↓ |",
+             "|---|---|---:|---:|---:|---:|"]
+    lines += [f"| {r.task_set} | {r.model} | {r.prefixes} | {r.mae:.2f} | {100 * r.accuracy:.2f} | "
+              f"{r.ms_per_prefix:.3f} |" for r in rows]
+    by_key = {(r.task_set, r.model): r for r in rows}
+    ratios = [f"{t}: {by_key[t, 'FM'].ms_per_prefix / by_key[t, 'WLS'].ms_per_prefix:.1f}×"
+              for t in TASK_SETS if (t, "FM") in by_key and (t, "WLS") in by_key]
+    if ratios:
+        lines.append("\nFM/WLS latency ratio — " + ", ".join(ratios))
+    return "\n".join(lines)
+
+
+def representative_query(queries: QuerySet, fm: np.ndarray, wls: np.ndarray, rank: int = 3) -> int:
+    """Figure 3(a): the rank-``rank`` query of the curve with the median per-curve (WLS − FM) MAE gain."""
+    ids = np.array(queries.curve_ids)
+    curves = sorted(set(queries.curve_ids))
+    gain = [np.mean(np.abs(wls - queries.truth)[ids == c]) - np.mean(np.abs(fm - queries.truth)[ids == c])
+            for c in curves]
+    order = np.argsort(gain, kind="stable")
+    chosen = curves[int(order[len(order) // 2])]
+    candidates = np.flatnonzero((ids == chosen) & (queries.rank == min(rank, int(queries.rank.max()))))
+    return int(candidates[0])
+
+
+def plot_figure3(bank: CurveBank, queries: QuerySet, fm: FlowMatchingPredictor, estimates: Mapping[str, np.ndarray],
+                 out: Path) -> list[Path]:
+    """Figure 3 as two PNGs: (a) a representative ID forecast, (b) capped MAE per query rank."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    row = representative_query(queries, estimates["FM"], estimates["WLS"])
+    single = queries.query.subset(np.array([row]))
+    prediction = fm.predict(single)
+    s, eps = int(single.length[0]), float(single.eps[0])
+    cumavg = bank.cumavg(queries.curve_ids[row])
+    future = np.arange(s, cumavg.size + 1)
+    log_a, b = fit_power_law(single.history, single.length)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.plot(np.arange(1, s + 1), cumavg[:s], color="black", label="observed prefix")
+    ax.plot(future, cumavg[s - 1:], color="grey", linestyle="--", label="true suffix")
+    for k, path in enumerate(prediction.trajectories[0]):
+        ax.plot(prediction.grid[0], path, color="tab:blue", alpha=0.35, lw=1, label="FM samples" if k == 0 else None)
+    ax.plot(future, np.exp(log_a[0]) * future ** -b[0], color="tab:orange", label="WLS extrapolation")
+    ax.axhline(eps, color="tab:red", lw=0.8, label="ε")
+    truth = s + queries.truth[row]
+    for x, colour, name in ((truth, "black", "true"), (s + estimates["FM"][row], "tab:blue", "FM median"),
+                            (s + estimates["WLS"][row], "tab:orange", "WLS")):
+        ax.plot([x], [eps], marker="o", color=colour, linestyle="none", label=f"{name} crossing {x:.0f}")
+    ax.set(xlabel="batches", ylabel="cumulative-average loss", title=f"{queries.curve_ids[row]}, prefix {s}")
+    ax.legend(fontsize=7)
+    paths = [out / "fig3a_forecast.png"]
+    fig.tight_layout()
+    fig.savefig(paths[0], dpi=150)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5.0, 3.6))
+    ranks = np.unique(queries.rank)
+    fraction = [np.median(queries.prefix[queries.rank == r] / queries.budget[queries.rank == r]) for r in ranks]
+    for name, colour in (("FM", "tab:blue"), ("WLS", "tab:orange")):
+        mae = [np.mean(np.abs(np.minimum(estimates[name], queries.query.cap) - queries.truth)[queries.rank == r])
+               for r in ranks]
+        ax.plot(fraction, mae, marker="o", color=colour, label=name)
+    ax.set(xlabel="median observed fraction of the budget", ylabel="capped MAE (batches)",
+           title="ID: error by query rank")
+    ax.legend()
+    paths.append(out / "fig3b_mae_by_rank.png")
+    fig.tight_layout()
+    fig.savefig(paths[1], dpi=150)
+    plt.close(fig)
+    return paths
+
+
+def write_results(rows: Sequence[BenchRow], out: Path) -> None:
+    """table.md, table.csv and table.json under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(format_table(rows) + "\n")
+    with open(out / "table.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(asdict(rows[0])))
+        writer.writeheader()
+        writer.writerows(asdict(r) for r in rows)
+    (out / "table.json").write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> list[BenchRow]:
+    """Command-line entry point: benchmark WLS and FM, print Table 1, write it and Figure 3."""
+    parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.bench",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), help="curve bank directory")
+    parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="FM checkpoint")
+    parser.add_argument("--out", default="results/predictors", help="where tables and figures go")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the per-curve ε and B draws")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for the timing")
+    parser.add_argument("--device", default="cpu", help="torch device for FM")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    bank = load_bank(args.bank)
+    fm = load_predictor(args.checkpoint, args.device)
+    result = benchmark(bank, {"WLS": WLSPredictor(), "FM": fm}, args.seed)
+    out = Path(args.out)
+    write_results(result.rows, out)
+    print(format_table(result.rows))
+    print(f"(torch threads: {args.threads}, device: {args.device})")
+    if uncalibrated_families(bank):
+        print(f"left out, no calibrated ε/budget rule yet: {', '.join(uncalibrated_families(bank))}")
+    if "ID" in result.queries:
+        figures = plot_figure3(bank, result.queries["ID"], fm,
+                               {name: result.estimates["ID", name] for name in ("FM", "WLS")}, out)
+        print("figures:", ", ".join(map(str, figures)))
+    return result.rows
+
+
+if __name__ == "__main__":
+    main()

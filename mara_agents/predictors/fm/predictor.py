@@ -1,0 +1,135 @@
+"""The flow-matching predictor behind the batched interface, and its checkpoint file (paper §4.1).
+
+For each ready task the queried horizon is its remaining generation cap.  One batched pass encodes every
+history, N fixed Sobol noise vectors per task are integrated with Euler steps, each sampled target is
+inverted to a trajectory L̂(s_0..s_J) (Eqs. 5–6) and decoded to its first ε crossing, and the median over
+the samples is the estimate.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mara_agents.predictors.base import Prediction, PredictorQuery, capped_remaining
+from mara_agents.predictors.fm.decode import first_crossing, median_estimate, remaining_batches
+from mara_agents.predictors.fm.encoding import static_context
+from mara_agents.predictors.fm.model import FlowMatchingModel, FMHyperParameters
+from mara_agents.predictors.fm.sampling import EULER_STEPS, N_SAMPLES, euler_integrate, sobol_gaussian_points
+from mara_agents.predictors.fm.target import bin_boundaries, inverse_log_ratio, reconstruct_cumavg
+
+CHECKPOINT_FORMAT = "mara-fm-predictor"
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "fm.pt"  # the shipped predictor
+CHECKPOINT_VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+    """A predictor checkpoint is missing, unreadable or of the wrong kind; the message names the file."""
+
+
+class FlowMatchingPredictor:
+    """A frozen :class:`FlowMatchingModel` that answers :class:`PredictorQuery` batches deterministically."""
+
+    def __init__(self, model: FlowMatchingModel, n_samples: int = N_SAMPLES, euler_steps: int = EULER_STEPS):
+        if n_samples < 1 or euler_steps < 1:
+            raise ValueError(f"n_samples and euler_steps must be ≥ 1, got {n_samples} and {euler_steps}")
+        self.model = model.eval()
+        self.n_samples = n_samples
+        self.euler_steps = euler_steps
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's parameters live; inputs are moved there."""
+        return next(self.model.parameters()).device
+
+    @torch.no_grad()
+    def sample_targets(self, query: PredictorQuery) -> np.ndarray:
+        """Sampled targets y (n, N, J) for every task of ``query`` (all must have ≥ 1 observation)."""
+        device, dtype = self.device, torch.float32
+        width = int(query.length.max())
+        history = torch.as_tensor(query.history[:, :width], dtype=dtype, device=device)
+        length = torch.as_tensor(query.length, dtype=torch.int64, device=device)
+        batch_size = torch.as_tensor(query.batch_size, dtype=dtype, device=device)
+        static = static_context(batch_size, torch.as_tensor(query.lr, dtype=dtype, device=device),
+                                torch.as_tensor(query.current_loss, dtype=dtype, device=device),
+                                torch.as_tensor(query.cap * query.batch_size, dtype=dtype, device=device))
+        context = self.model.context(history, length, batch_size, static)
+        n, bins = len(query), self.model.hparams.bins
+        noise = torch.as_tensor(sobol_gaussian_points(self.n_samples, bins), dtype=dtype, device=device)
+        z0 = noise.repeat(n, 1)                                              # (n·N, J), task-major
+        repeated = context.repeat_interleave(self.n_samples, dim=0)
+        z1 = euler_integrate(lambda z, u: self.model.velocity(z, u, repeated), z0, self.euler_steps)
+        return self.model.unstandardise_target(z1).reshape(n, self.n_samples, bins).double().cpu().numpy()
+
+    def predict(self, query: PredictorQuery) -> Prediction:
+        """Median first-crossing estimate per task; the cap for tasks that are not ready."""
+        bins = self.model.hparams.bins
+        remaining = np.full(len(query), np.nan)
+        trajectories = np.full((len(query), self.n_samples, bins + 1), np.nan)
+        grid = np.full((len(query), bins + 1), np.nan)
+        rows = np.flatnonzero(query.ready)
+        if rows.size:
+            ready = query.subset(rows)
+            batch_size = ready.batch_size.astype(np.float64)
+            prefix_samples = ready.length * batch_size
+            boundaries = bin_boundaries(prefix_samples, ready.cap * batch_size, bins)
+            averages = inverse_log_ratio(self.sample_targets(ready), ready.current_loss, self.model.hparams.delta)
+            paths = reconstruct_cumavg(averages, boundaries, ready.current_loss)
+            crossing = first_crossing(paths, boundaries, ready.eps.astype(np.float64))
+            per_sample = remaining_batches(crossing, prefix_samples, ready.cap.astype(np.float64), batch_size)
+            remaining[rows] = median_estimate(per_sample)
+            trajectories[rows] = paths
+            grid[rows] = boundaries / batch_size[:, None]
+        return Prediction(remaining=capped_remaining(remaining, query), trajectories=trajectories, grid=grid)
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    """torch.save to a temporary file beside ``path``, then rename over it (never a torn file)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def save_checkpoint(path: str | os.PathLike[str], model: FlowMatchingModel,
+                    extra: dict[str, Any] | None = None) -> None:
+    """Write the model (weights, standardisation, hyperparameters) atomically: temp file, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+               "hparams": model.hparams.to_dict(),
+               "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+               "extra": extra or {}}
+    atomic_torch_save(payload, path)
+
+
+def load_model(path: str | os.PathLike[str] = DEFAULT_CHECKPOINT,
+               device: str | torch.device = "cpu") -> FlowMatchingModel:
+    """Read a checkpoint written by :func:`save_checkpoint`; raises :class:`CheckpointError` naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: FM checkpoint not found (train one with `python train.py fm`)")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for truncated or foreign files
+        raise CheckpointError(f"{path}: unreadable FM checkpoint: {exc}") from exc
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path}: not an FM predictor checkpoint (expected format {CHECKPOINT_FORMAT!r})")
+    if payload.get("version") != CHECKPOINT_VERSION:
+        raise CheckpointError(f"{path}: checkpoint version {payload.get('version')!r}, "
+                              f"this code reads version {CHECKPOINT_VERSION}")
+    try:
+        model = FlowMatchingModel(FMHyperParameters(**payload["hparams"]))
+        model.load_state_dict(payload["state_dict"])
+    except (KeyError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"{path}: checkpoint does not match the FM architecture: {exc}") from exc
+    return model.to(device).eval()
+
+
+def load_predictor(path: str | os.PathLike[str] = DEFAULT_CHECKPOINT, device: str | torch.device = "cpu",
+                   n_samples: int = N_SAMPLES, euler_steps: int = EULER_STEPS) -> FlowMatchingPredictor:
+    """A ready-to-use frozen FM predictor from a checkpoint file."""
+    return FlowMatchingPredictor(load_model(path, device), n_samples=n_samples, euler_steps=euler_steps)

@@ -1,0 +1,373 @@
+"""Stage I: train the flow-matching predictor on the curve bank (paper §4.4, Algorithm 1 lines 2–11).
+
+One training example is (curve, prefix S_0 of ≥ 4 batches, horizon h inside the stored suffix) drawn from the
+``train`` curves of the ID families; the model is the one with the lowest flow-matching loss on a fixed set
+of ``val`` examples, and training stops when that loss has not improved for ``patience`` evaluations.
+
+Reproducible and resumable: the examples, noise and flow times of step k are drawn from a generator seeded
+by (seed, k), so a run killed at any point and resumed from ``<run_dir>/last.pt`` (written atomically at
+every evaluation) continues exactly as if it had never stopped.  The selected model is written to ``out``
+(small, ~0.3 MB) with a JSON manifest beside it recording how it was trained.
+
+Run ``python -m mara_agents.predictors.train --help`` (or ``python train.py fm``); TensorBoard logs go to
+``<run_dir>/tb``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import hashlib
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from curves.bank import DEFAULT_BANK, CurveBank, atomic_write_json, load_bank
+from mara_agents.predictors.base import MIN_OBSERVATIONS
+from mara_agents.predictors.fm.encoding import static_context
+from mara_agents.predictors.fm.model import FlowMatchingModel, FMHyperParameters, flow_matching_loss, linear_path
+from mara_agents.predictors.fm.predictor import (
+    DEFAULT_CHECKPOINT,
+    CheckpointError,
+    atomic_torch_save,
+    load_model,
+    save_checkpoint,
+)
+from mara_agents.predictors.fm.target import trajectory_target
+
+_PACKAGE = Path(__file__).resolve().parent
+# Fields that may change when a run is resumed; every other field must match the saved run.
+_RESUMABLE_CHANGES = frozenset({"device", "threads", "max_steps", "patience", "out", "resume", "notes"})
+
+
+@dataclass
+class FMTrainConfig:
+    """Every setting of stage-I training; the command line is generated from these fields."""
+
+    bank: str = field(default=str(DEFAULT_BANK), metadata={"help": "curve bank directory"})
+    run_dir: str = field(default="runs/fm", metadata={"help": "TensorBoard logs and resumable state"})
+    out: str = field(default=str(DEFAULT_CHECKPOINT), metadata={"help": "selected checkpoint (+ .json manifest)"})
+    seed: int = field(default=0, metadata={"help": "seed of initialisation, examples, noise and flow times"})
+    device: str = field(default="cpu", metadata={"help": "torch device: cpu or cuda"})
+    threads: int = field(default=1, metadata={"help": "torch CPU threads"})
+    batch_size: int = field(default=256, metadata={"help": "examples per optimisation step"})
+    lr: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
+    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clip"})
+    max_steps: int = field(default=20000, metadata={"help": "hard limit on optimisation steps"})
+    eval_every: int = field(default=250, metadata={"help": "steps between validation, checkpoint and logs"})
+    patience: int = field(default=12, metadata={"help": "evaluations without val improvement before stopping"})
+    val_examples: int = field(default=4096, metadata={"help": "fixed validation examples"})
+    stats_examples: int = field(default=8192, metadata={"help": "training examples used to fix standardisation"})
+    min_prefix: int = field(default=MIN_OBSERVATIONS, metadata={"help": "shortest prefix S_0 in batches"})
+    hidden: int = field(default=64, metadata={"help": "GRU width"})
+    history_points: int = field(default=32, metadata={"help": "most prefix points the GRU reads"})
+    width: int = field(default=128, metadata={"help": "velocity-MLP hidden width"})
+    time_dim: int = field(default=32, metadata={"help": "sinusoidal time-embedding size"})
+    resume: bool = field(default=True, metadata={"help": "continue from <run_dir>/last.pt when it exists"})
+    notes: str = field(default="", metadata={"help": "free-text provenance recorded in the manifest"})
+
+    def hparams(self) -> FMHyperParameters:
+        """The model architecture these settings describe."""
+        return FMHyperParameters(hidden=self.hidden, history_points=self.history_points, width=self.width,
+                                 time_dim=self.time_dim)
+
+
+@dataclass(frozen=True)
+class CurveSet:
+    """The curves of one split as padded arrays, plus the longest prefix to draw from each."""
+
+    ids: tuple[str, ...]
+    cumavg: np.ndarray        # (n, T) float64, zero padded
+    length: np.ndarray        # (n,)
+    batch_size: np.ndarray    # (n,) float64
+    lr: np.ndarray            # (n,) float64
+    prefix_limit: np.ndarray  # (n,) a task never observes more than its family's largest budget
+
+
+@dataclass(frozen=True)
+class Examples:
+    """Training examples: curve row, prefix S_0 and horizon h, both in batches."""
+
+    curve: np.ndarray
+    prefix: np.ndarray
+    horizon: np.ndarray
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a finished run produced."""
+
+    checkpoint: Path
+    manifest: Path
+    best_val: float
+    best_step: int
+    steps: int
+    seconds: float
+
+
+def id_curve_set(bank: CurveBank, split: str, min_prefix: int) -> CurveSet:
+    """All ``split`` curves of the bank's ID families (role "id") long enough for one example."""
+    id_families = {name for name, spec in bank.families.items() if spec.role == "id"}
+    ids = tuple(cid for cid in bank.ids(splits=[split]) if bank.records[cid].family in id_families
+                and bank.records[cid].length > min_prefix)
+    if not ids:
+        raise ValueError(f"{bank.root}: no {split!r} curves of ID families with more than {min_prefix} batches")
+    records = [bank.records[cid] for cid in ids]
+    length = np.array([r.length for r in records])
+    cumavg = np.zeros((len(ids), int(length.max())))
+    for row, cid in enumerate(ids):
+        cumavg[row, :length[row]] = bank.cumavg(cid)
+    limit = np.array([min(bank.family(r.family).max_budget, r.length - 1) for r in records])
+    return CurveSet(ids, cumavg, length, np.array([r.batch_size for r in records], dtype=np.float64),
+                    np.array([r.lr for r in records]), np.maximum(limit, min_prefix))
+
+
+def draw_examples(curves: CurveSet, rng: np.random.Generator, n: int, min_prefix: int) -> Examples:
+    """Algorithm 1 line 7: a uniform curve, a prefix S_0 ∈ [min_prefix, its limit] and h ∈ [1, length − S_0]."""
+    curve = rng.integers(len(curves.ids), size=n)
+    prefix = rng.integers(min_prefix, curves.prefix_limit[curve] + 1)
+    horizon = rng.integers(1, curves.length[curve] - prefix + 1)
+    return Examples(curve, prefix, horizon)
+
+
+def example_tensors(curves: CurveSet, examples: Examples, hparams: FMHyperParameters,
+                    device: torch.device) -> dict[str, torch.Tensor]:
+    """Algorithm 1 line 8: model inputs (history, length, batch size, static context) and target y (Eq. 5)."""
+    rows = examples.curve
+    width = int(examples.prefix.max())
+    observed = np.arange(width)[None, :] < examples.prefix[:, None]
+    history = np.where(observed, curves.cumavg[rows, :width], 0.0)
+    batch_size = curves.batch_size[rows]
+    current = curves.cumavg[rows, examples.prefix - 1]
+    target = trajectory_target(curves.cumavg[rows], curves.length[rows], batch_size, examples.prefix,
+                               examples.horizon, hparams.bins, hparams.delta)
+
+    def as_tensor(values: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.as_tensor(values, dtype=dtype, device=device)
+
+    static = static_context(as_tensor(batch_size), as_tensor(curves.lr[rows]), as_tensor(current),
+                            as_tensor(examples.horizon * batch_size))
+    return {"history": as_tensor(history), "length": as_tensor(examples.prefix, torch.int64),
+            "batch_size": as_tensor(batch_size), "static": static, "target": as_tensor(target)}
+
+
+def flow_matching_objective(model: FlowMatchingModel, batch: dict[str, torch.Tensor], z0: torch.Tensor,
+                            u: torch.Tensor) -> torch.Tensor:
+    """Eq. (8) on one batch: standardise y to z_1, move along the path of Eq. (7), regress the velocity."""
+    z1 = model.standardise_target(batch["target"])
+    context = model.context(batch["history"], batch["length"], batch["batch_size"], batch["static"])
+    return flow_matching_loss(model.velocity(linear_path(z0, z1, u), u, context), z0, z1)
+
+
+def path_noise(rng: np.random.Generator, n: int, bins: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """z_0 ~ N(0, I) and flow time u ~ U[0, 1] for n examples."""
+    z0 = torch.as_tensor(rng.standard_normal((n, bins)), dtype=torch.float32, device=device)
+    u = torch.as_tensor(rng.random(n), dtype=torch.float32, device=device)
+    return z0, u
+
+
+class Validation:
+    """A fixed validation set (examples, noise and flow times), so the val loss of a model is a number."""
+
+    def __init__(self, curves: CurveSet, config: FMTrainConfig, hparams: FMHyperParameters, device: torch.device):
+        rng = np.random.default_rng([config.seed, 1])
+        self.batches = []
+        for start in range(0, config.val_examples, 1024):
+            n = min(1024, config.val_examples - start)
+            batch = example_tensors(curves, draw_examples(curves, rng, n, config.min_prefix), hparams, device)
+            self.batches.append((batch, *path_noise(rng, n, hparams.bins, device)))
+
+    @torch.no_grad()
+    def loss(self, model: FlowMatchingModel) -> float:
+        """Mean Eq. (8) loss over the fixed validation set."""
+        model.eval()
+        total = sum(flow_matching_objective(model, *item).item() * len(item[1]) for item in self.batches)
+        model.train()
+        return total / sum(len(item[1]) for item in self.batches)
+
+
+def fresh_model(train: CurveSet, config: FMTrainConfig, device: torch.device) -> FlowMatchingModel:
+    """A seeded model whose standardisation is fixed from ``stats_examples`` training examples."""
+    torch.manual_seed(config.seed)
+    hparams = config.hparams()
+    model = FlowMatchingModel(hparams)
+    rng = np.random.default_rng([config.seed, 2])
+    batch = example_tensors(train, draw_examples(train, rng, config.stats_examples, config.min_prefix), hparams,
+                            torch.device("cpu"))
+    model.set_statistics(batch["history"], batch["length"], batch["batch_size"], batch["static"], batch["target"])
+    return model.to(device)
+
+
+def bank_checksum(root: str | os.PathLike[str]) -> str:
+    """SHA-256 over the bank's manifest and array files (names and bytes, in sorted order)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(root).iterdir() if p.name == "manifest.json" or p.suffix == ".npz"):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def curves_checksum(*curve_sets: CurveSet) -> str:
+    """SHA-256 of exactly the curves a run trains and selects on (ids and values), so a bank that grows
+    while a run is paused is noticed on resume."""
+    digest = hashlib.sha256()
+    for curves in curve_sets:
+        digest.update("\n".join(curves.ids).encode())
+        digest.update(np.ascontiguousarray(curves.cumavg).tobytes())
+    return digest.hexdigest()
+
+
+def git_commit() -> str:
+    """The repository commit this code runs from (with ``+dirty`` for uncommitted changes), or "unknown"."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_PACKAGE, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=_PACKAGE, capture_output=True, text=True,
+                               check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def load_run_state(path: Path, config: FMTrainConfig, data_sha256: str) -> dict[str, Any]:
+    """The saved state of an interrupted run; a corrupt file, a changed config or changed training curves
+    is a clear error."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        saved = state["config"]
+    except Exception as exc:  # torch raises many types for truncated files
+        raise CheckpointError(f"{path}: corrupt training state ({exc}); delete it to start the run afresh") from exc
+    changed = sorted(k for k, v in dataclasses.asdict(config).items()
+                     if k not in _RESUMABLE_CHANGES and saved.get(k) != v)
+    if changed:
+        raise ValueError(f"{path}: cannot resume, the run was started with different {changed}; "
+                         f"use another --run-dir or --no-resume")
+    if state.get("data_sha256") != data_sha256:
+        raise ValueError(f"{path}: cannot resume, the bank's train/val curves changed since the run started; "
+                         f"use another --run-dir or --no-resume")
+    return state
+
+
+def write_manifest(config: FMTrainConfig, result: dict[str, Any], train: CurveSet, val: CurveSet,
+                   bank_sha256: str) -> Path:
+    """The JSON record of how the selected checkpoint was trained, beside it."""
+    out = Path(config.out)
+    manifest = out.with_suffix(".json")
+    families = sorted({cid.split("/")[0] for cid in train.ids})
+    atomic_write_json(manifest, {
+        "format": "mara-fm-manifest", "checkpoint": out.name,
+        "checkpoint_sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "checkpoint_bytes": out.stat().st_size,
+        "config": dataclasses.asdict(config), "hparams": config.hparams().to_dict(),
+        "data": {"bank": str(config.bank), "bank_sha256": bank_sha256, "curves_sha256": curves_checksum(train, val),
+                 "families": families, "train_curves": len(train.ids), "val_curves": len(val.ids),
+                 "train_ids": list(train.ids), "val_ids": list(val.ids)},
+        **result, "git_commit": git_commit(), "torch": torch.__version__,
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
+    return manifest
+
+
+def train(config: FMTrainConfig) -> TrainResult:
+    """Run (or resume) stage-I training and write the selected checkpoint with its manifest."""
+    if config.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {config.device}: CUDA is not available on this machine")
+    torch.set_num_threads(config.threads)
+    device = torch.device(config.device)
+    bank_sha256 = bank_checksum(config.bank)
+    bank = load_bank(config.bank)
+    train_set = id_curve_set(bank, "train", config.min_prefix)
+    val_set = id_curve_set(bank, "val", config.min_prefix)
+    data_sha256 = curves_checksum(train_set, val_set)
+    hparams = config.hparams()
+    run_dir = Path(config.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    last, best = run_dir / "last.pt", run_dir / "best.pt"
+
+    model = fresh_model(train_set, config, device)
+    optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
+    step, best_val, best_step, stale, seconds = 0, float("inf"), 0, 0, 0.0
+    if config.resume and last.exists():
+        state = load_run_state(last, config, data_sha256)
+        model.load_state_dict(state["model"])
+        optimiser.load_state_dict(state["optimizer"])
+        step, best_val, best_step, stale, seconds = (state["step"], state["best_val"], state["best_step"],
+                                                     state["stale"], state["seconds"])
+        tqdm.write(f"resuming {last} at step {step} (best val {best_val:.4f} at step {best_step})")
+    else:
+        best.unlink(missing_ok=True)  # a fresh run must not select a model left by an earlier one
+    validation = Validation(val_set, config, hparams, device)
+    writer = SummaryWriter(str(run_dir / "tb"), purge_step=step or None)
+    bar = tqdm(total=config.max_steps, initial=step, desc="FM stage I", unit="step")
+    started, running = time.perf_counter() - seconds, 0.0
+    model.train()
+    while step < config.max_steps and stale < config.patience:
+        rng = np.random.default_rng([config.seed, 3, step])
+        batch = example_tensors(train_set, draw_examples(train_set, rng, config.batch_size, config.min_prefix),
+                                hparams, device)
+        loss = flow_matching_objective(model, batch, *path_noise(rng, config.batch_size, hparams.bins, device))
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimiser.step()
+        step += 1
+        running += loss.item()
+        bar.update(1)
+        if step % config.eval_every == 0:
+            val = validation.loss(model)
+            writer.add_scalar("train/loss", running / config.eval_every, step)
+            writer.add_scalar("val/loss", val, step)
+            running = 0.0
+            if val < best_val:
+                best_val, best_step, stale = val, step, 0
+                save_checkpoint(best, model, {"step": step, "val_loss": val})
+            else:
+                stale += 1
+            bar.set_postfix(val=f"{val:.4f}", best=f"{best_val:.4f}@{best_step}")
+            atomic_torch_save({"config": dataclasses.asdict(config), "model": model.state_dict(),
+                               "optimizer": optimiser.state_dict(), "step": step, "best_val": best_val,
+                               "best_step": best_step, "stale": stale,
+                               "seconds": time.perf_counter() - started, "data_sha256": data_sha256}, last)
+    bar.close()
+    writer.close()
+    if not best.exists():
+        raise ValueError(f"no validation happened: max_steps={config.max_steps} < eval_every={config.eval_every}")
+    seconds = time.perf_counter() - started
+    save_checkpoint(config.out, load_model(best), {"step": best_step, "val_loss": best_val})
+    manifest = write_manifest(config, {"val_loss": best_val, "best_step": best_step, "steps_trained": step,
+                                       "stopped": "early" if stale >= config.patience else "max_steps",
+                                       "train_seconds": round(seconds, 1)}, train_set, val_set, bank_sha256)
+    return TrainResult(Path(config.out), manifest, best_val, best_step, step, seconds)
+
+
+def parse_config(argv: Sequence[str] | None = None) -> FMTrainConfig:
+    """The command line generated from :class:`FMTrainConfig` (``--batch-size``, ``--no-resume``, …)."""
+    parser = argparse.ArgumentParser(prog="python train.py fm", description=__doc__.split("\n\n")[0])
+    for f in dataclasses.fields(FMTrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in (bool, "bool"):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
+        else:
+            kind = {"int": int, "float": float, "str": str}[f.type if isinstance(f.type, str) else f.type.__name__]
+            parser.add_argument(flag, type=kind, default=f.default, help=f"{f.metadata['help']} (default: {f.default})")
+    return FMTrainConfig(**vars(parser.parse_args(argv)))
+
+
+def main(argv: Sequence[str] | None = None) -> TrainResult:
+    """Command-line entry point: parse, train, print where the checkpoint went."""
+    result = train(parse_config(argv))
+    print(f"FM checkpoint {result.checkpoint} (val loss {result.best_val:.4f} at step {result.best_step}, "
+          f"{result.steps} steps, {result.seconds:.0f} s); manifest {result.manifest}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

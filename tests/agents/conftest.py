@@ -1,0 +1,68 @@
+"""Fixtures for the agent tests: small workload files and one tiny trained MAT checkpoint (synthetic bank)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from curves.bank import load_bank
+from mara_agents.mat.config import MATTrainConfig
+from mara_agents.mat.train import TrainResult, train
+from mara_agents.predictors.fm import FlowMatchingModel, save_checkpoint
+from mara_env.fixed_workloads import build_workload
+from mara_env.workload import Episode, Workload, save_workload
+
+torch.set_num_threads(1)  # the machine is shared; one thread is faster than two contended ones
+
+
+SHORT_WINDOW = 40  # pass ``arrival_window=SHORT_WINDOW`` when playing ``short_file``
+
+
+@pytest.fixture(scope="session")
+def short_file(bank_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """2 short id episodes (test curves): busy arrivals in the first 40 steps, budgets cut to ≤ 60 steps,
+    so a whole episode takes about 100 steps instead of about 800."""
+    drawn = build_workload(load_bank(bank_dir), "id", 0.3, roots=2, episodes=1).episodes
+    short = []
+    for episode in drawn:
+        keep = episode.arrival < SHORT_WINDOW
+        short.append(Episode.from_lists(episode.arrival[keep], np.asarray(episode.curve)[keep].tolist(),
+                                        episode.eps[keep], np.minimum(episode.budget[keep], 60),
+                                        episode.root, episode.index))
+    path = tmp_path_factory.mktemp("workloads") / "short.json"
+    save_workload(path, Workload(tuple(short), "id"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def stress_file(bank_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One stress-test episode."""
+    path = tmp_path_factory.mktemp("workloads") / "stress.json"
+    save_workload(path, build_workload(load_bank(bank_dir), "stress", 0.0, roots=1, episodes=1))
+    return path
+
+
+@pytest.fixture(scope="session")
+def fm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained FM predictor checkpoint: enough to exercise every code path that loads one."""
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("fm") / "fm.pt"
+    save_checkpoint(path, FlowMatchingModel())
+    return path
+
+
+def tiny_config(bank_dir: Path, run_dir: Path, **changes: object) -> MATTrainConfig:
+    """A few dozen env steps of MAT-over-WLS training (20 per update): fast, but the whole loop runs."""
+    settings = dict(predictor="wls", bank=str(bank_dir), run_dir=str(run_dir), steps=60, select_step=30,
+                    num_envs=2, rollout_steps=10, epochs=2, minibatches=2, checkpoint_every=20, dim=16)
+    settings.update(changes)
+    return MATTrainConfig(**settings)
+
+
+@pytest.fixture(scope="session")
+def trained(bank_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> TrainResult:
+    """One tiny training run shared by the tests that need a checkpoint."""
+    return train(tiny_config(bank_dir, tmp_path_factory.mktemp("run")))

@@ -1,0 +1,118 @@
+"""MAT's masks, decoding and log-probabilities (paper §4.2, Eq. 9)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mara_agents.mat.masks import taken_before, teacher_forced_masks
+from mara_agents.mat.model import MATHyperParameters, MATModel
+from mara_agents.mat.tokens import NUM_SLOT_FEATURES, SLOT_FEATURES, build_tokens
+
+M, K = 7, 10
+
+
+def random_inputs(batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    present = torch.rand(batch, K, generator=g) < torch.rand(batch, 1, generator=g)
+    slots = torch.randn(batch, K, NUM_SLOT_FEATURES, generator=g) * present[..., None]
+    return slots, torch.rand(batch, 4, generator=g), present
+
+
+def is_matching(actions: np.ndarray, present: np.ndarray) -> bool:
+    picked = actions[actions > 0] - 1
+    return len(set(picked.tolist())) == picked.size and bool(np.all(present[picked]))
+
+
+class FixedLogits(MATModel):
+    """A MAT whose decoder outputs whatever logits the test sets."""
+
+    fixed: torch.Tensor
+
+    def logits(self, memory, present, actions):
+        return self.fixed
+
+
+FIXED = FixedLogits(MATHyperParameters(dim=8))
+
+
+@settings(max_examples=100, deadline=None)
+@given(logits=st.lists(st.floats(-1e30, 1e30), min_size=M * (K + 1), max_size=M * (K + 1)),
+       present=st.lists(st.booleans(), min_size=K, max_size=K), greedy=st.booleans())
+def test_masks_guarantee_a_matching_for_any_logits(logits, present, greedy):
+    model = FIXED
+    model.fixed = torch.tensor(logits, dtype=torch.float32).view(1, M, K + 1)
+    present_t = torch.tensor([present])
+    slots = torch.zeros(1, K, NUM_SLOT_FEATURES)
+    generator = None if greedy else torch.Generator().manual_seed(0)
+    actions, log_probs, _ = model.act(slots, torch.zeros(1, 4), present_t, generator=generator)
+    assert is_matching(actions[0].numpy(), np.array(present))
+    assert torch.isfinite(log_probs).all()
+
+
+def test_idle_is_always_legal_and_empty_slots_never_are():
+    present = torch.tensor([[True, False] * 5])
+    actions = torch.tensor([[1, 0, 3, 1, 0, 5, 0]])
+    masks = teacher_forced_masks(present, actions)
+    assert masks[..., 0].all()
+    assert not masks[0, :, 2].any()  # slot 1 is empty
+    assert masks[0, 0, 1] and not masks[0, 1:, 1].any()  # slot 0 taken by node 0 for everyone after
+
+
+def test_taken_before_is_the_exclusive_prefix_of_picks():
+    actions = torch.tensor([[2, 0, 2, 5, 0, 1, 3]])
+    taken = taken_before(actions, K)[0]
+    for node in range(M):
+        expected = torch.zeros(K, dtype=torch.bool)
+        for earlier in actions[0, :node].tolist():
+            if earlier:
+                expected[earlier - 1] = True
+        assert torch.equal(taken[node], expected)
+
+
+@pytest.mark.parametrize("greedy", [False, True], ids=["sampled", "greedy"])
+def test_sequential_and_teacher_forced_log_probs_agree(greedy):
+    torch.manual_seed(0)
+    model = MATModel(MATHyperParameters())
+    slots, glob, present = random_inputs(64, seed=1)
+    generator = None if greedy else torch.Generator().manual_seed(2)
+    actions, log_probs, values = model.act(slots, glob, present, generator=generator)
+    replayed, entropy, replayed_values = model.evaluate(slots, glob, present, actions)
+    assert torch.allclose(log_probs, replayed, atol=1e-6, rtol=0)
+    assert torch.allclose(values, replayed_values, atol=1e-6)
+    assert (entropy >= -1e-6).all()
+    assert all(is_matching(a, p) for a, p in zip(actions.numpy(), present.numpy()))
+
+
+def test_an_empty_observation_gives_all_idle_and_finite_values():
+    model = MATModel(MATHyperParameters())
+    slots, glob, present = torch.zeros(3, K, NUM_SLOT_FEATURES), torch.rand(3, 4), torch.zeros(3, K, dtype=torch.bool)
+    actions, log_probs, values = model.act(slots, glob, present, generator=torch.Generator().manual_seed(0))
+    assert actions.eq(0).all() and log_probs.abs().max() < 1e-6 and torch.isfinite(values).all()
+
+
+def test_tokens_zero_empty_slots_and_flag_tasks_that_cannot_finish_alone():
+    tasks = np.zeros((K, 11), dtype=np.float32)
+    tasks[:2, 0] = 1.0
+    tasks[:2, 1] = [0.5, 0.1]  # 50 and 10 steps left of B = 100
+    obs = {"tasks": tasks, "global": np.full(4, 0.5, dtype=np.float32),
+           "budget": np.array([100.0, 100.0] + [0.0] * (K - 2), dtype=np.float32)}
+    tokens = build_tokens(obs, np.array([30.0, 30.0] + [0.0] * (K - 2)))
+    fits = SLOT_FEATURES.index("fits_alone")
+    assert tokens.slots[:2, fits].tolist() == [1.0, 0.0]
+    assert not tokens.slots[2:].any() and tokens.present.tolist() == [True, True] + [False] * (K - 2)
+
+
+def test_greedy_decoding_serves_when_serving_is_likelier_than_idling():
+    # Idle is the single most likely choice (0.3) but serving some slot has 0.7: greedy serves slot 0.
+    model = FIXED
+    row = torch.log(torch.tensor([0.3, 0.2, 0.18, 0.16, 0.16] + [1e-9] * (K - 4)))
+    model.fixed = row.expand(1, M, K + 1).clone()
+    present = torch.tensor([[True] * 4 + [False] * (K - 4)])
+    actions, _, _ = model.act(torch.zeros(1, K, NUM_SLOT_FEATURES), torch.zeros(1, 4), present)
+    # Each later node serves while the serve mass left after earlier picks still exceeds idle's.
+    assert actions[0, 0].item() == 1 and actions[0, 1].item() == 2
+    assert is_matching(actions[0].numpy(), present[0].numpy())

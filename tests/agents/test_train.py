@@ -1,0 +1,68 @@
+"""The training loop end to end on the synthetic bank: export, manifest, resume, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import train as train_cli
+from mara_agents.mat.checkpoint import load_policy_model, load_run_state
+from mara_agents.mat.config import parse_config
+from mara_agents.mat.train import train
+
+from conftest import tiny_config
+
+
+def test_training_exports_the_selected_policy_with_a_manifest(trained):
+    model, predictor = load_policy_model(trained.checkpoint)
+    manifest = json.loads(trained.checkpoint.with_suffix(".json").read_text())
+    assert predictor == "wls" and model.hparams.dim == 16
+    assert manifest["method"] == "mara-wls" and manifest["step"] == 40  # first update ≥ 30 (20/update)
+    assert manifest["config"]["arrival_prob"] == 0.04 and manifest["data"]["curve_splits"] == ["train", "val"]
+    assert trained.global_step == 60
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint(bank_dir, tmp_path, capsys):
+    run = tmp_path / "run"
+    first = train(tiny_config(bank_dir, run, steps=40, snapshot_every=20))  # stands in for a run killed at 40
+    assert sorted(p.name for p in (run / "snapshots").glob("*.pt")) == ["step_20.pt", "step_40.pt"]
+    assert load_run_state(run / "last.pt")["global_step"] == 40
+    resumed = train(tiny_config(bank_dir, run, steps=80))
+    assert "resumed" in capsys.readouterr().out
+    assert resumed.global_step == 80 and first.global_step == 40
+    assert load_run_state(run / "last.pt")["update"] == 4
+
+
+def test_resuming_with_different_training_settings_is_refused(bank_dir, tmp_path):
+    run = tmp_path / "run"
+    train(tiny_config(bank_dir, run, steps=20))
+    with pytest.raises(ValueError, match="lr"):
+        train(tiny_config(bank_dir, run, steps=40, lr=1e-3))
+
+
+def test_the_cli_is_generated_from_the_config_dataclass():
+    config = parse_config(["--seed", "3", "--predictor", "wls", "--reward", "sparse", "--steps", "500",
+                           "--no-resume"])
+    assert (config.seed, config.predictor, config.reward, config.steps, config.resume) == (3, "wls", "sparse", 500, False)
+    assert config.clip == 0.2 and config.value_coef == 1.0 and config.entropy_coef == 0.01
+    assert config.gamma == 1.0 and config.gae_lambda == 0.95 and config.shaping_beta == 0.1
+    with pytest.raises(ValueError, match="predictor"):
+        parse_config(["--predictor", "oracle"])
+
+
+def test_train_py_dispatches_fm_to_the_predictor_trainer(monkeypatch):
+    seen = []
+    monkeypatch.setattr("mara_agents.predictors.train.main", lambda argv: seen.append(argv))
+    train_cli.main(["fm", "--max-steps", "5"])
+    assert seen == [["--max-steps", "5"]]
+    with pytest.raises(SystemExit):
+        train_cli.main(["nonsense"])
+
+
+def test_sparse_reward_trains_and_is_recorded(bank_dir, tmp_path):
+    result = train(tiny_config(bank_dir, tmp_path / "run", reward="sparse", steps=20, select_step=20))
+    manifest = json.loads(result.checkpoint.with_suffix(".json").read_text())
+    assert manifest["method"] == "mara-wls-sparse" and manifest["config"]["reward"] == "sparse"
+    assert torch.load(result.checkpoint, weights_only=True)["predictor"] == "wls"

@@ -1,0 +1,65 @@
+"""CurveRecorder turns any training loop into a bank curve, and only a finished loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from curves import CurveRecorder, FamilySpec, load_bank
+
+SPEC = FamilySpec("user_mlp", "id", "tabular", "random", "MLP", budget={"kind": "interval", "low": 5, "high": 10})
+
+
+def _train(rec: CurveRecorder, steps: int) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = torch.randn(64, 4), torch.randint(0, 2, (64,))
+    for _ in range(steps):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        rec.log(loss)
+
+
+def test_recorded_loop_becomes_a_loadable_curve(tmp_path: Path) -> None:
+    with CurveRecorder(tmp_path, SPEC, "train", 0, seed=0, data_seed=0, batch_size=64, lr=1e-2) as rec:
+        _train(rec, 25)
+    bank = load_bank(tmp_path)
+    assert bank.ids() == ["user_mlp/train/000"]
+    np.testing.assert_allclose(bank.per_batch["user_mlp/train/000"], np.float32(rec.losses))
+    assert bank.records["user_mlp/train/000"].batch_size == 64
+
+
+def test_failed_loop_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError):
+        with CurveRecorder(tmp_path, SPEC, "train", 0, seed=0, data_seed=0, batch_size=64, lr=1e-2) as rec:
+            rec.log(1.0)
+            raise RuntimeError("job crashed")
+    assert load_bank(tmp_path).ids() == []
+
+
+def test_short_loop_is_rejected_when_length_is_required(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="recorded 3 batches, expected 20"):
+        with CurveRecorder(tmp_path, SPEC, "train", 0, seed=0, data_seed=0, batch_size=64, lr=1e-2, length=20) as rec:
+            _train(rec, 3)
+
+
+def test_non_finite_loss_is_refused_at_once(tmp_path: Path) -> None:
+    with pytest.raises(FloatingPointError, match="batch 2"):
+        with CurveRecorder(tmp_path, SPEC, "train", 0, seed=0, data_seed=0, batch_size=64, lr=1e-2) as rec:
+            rec.log(0.5)
+            rec.log(float("nan"))
+
+
+def test_redeclaring_a_family_keeps_its_calibrated_eps(tmp_path: Path) -> None:
+    calibrated = FamilySpec(**{**SPEC.__dict__, "eps": {"kind": "scaled", "base": 0.5, "low": 0.9, "high": 1.1}})
+    with CurveRecorder(tmp_path, calibrated, "train", 0, seed=0, data_seed=0, batch_size=8, lr=1e-3) as rec:
+        rec.log(1.0)
+    with CurveRecorder(tmp_path, SPEC, "train", 1, seed=0, data_seed=0, batch_size=8, lr=1e-3) as rec:
+        rec.log(1.0)
+    assert load_bank(tmp_path).family("user_mlp").eps == calibrated.eps

@@ -1,0 +1,109 @@
+"""``python evaluate.py --quick`` end to end on the synthetic bank: structure and sanity of everything it writes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from eval_fixtures import workloads_fixture  # noqa: F401  (provides the workloads_dir fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+TOY = "eval_toy_policy:ToyPolicy"
+
+
+@pytest.fixture(scope="module")
+def quick_run(bank_dir: Path, workloads_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    """One quick run with FIFO, EDF and a user policy (learned methods would make the suite slow)."""
+    out = tmp_path_factory.mktemp("results")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent)])}
+    command = [sys.executable, "evaluate.py", "--quick", "--bank", str(bank_dir), "--workloads", str(workloads_dir),
+               "--out", str(out), "--methods", "fifo", "edf", "--policy", TOY, "--no-progress"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, out
+
+
+def read_rows(out: Path) -> list[dict[str, str]]:
+    with open(out / "episodes.csv") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_it_prints_table_2_with_every_method_and_both_bounds(quick_run):
+    stdout, _ = quick_run
+    header = next(line for line in stdout.splitlines() if line.startswith("| Task set"))
+    assert [c.strip() for c in header.strip("|").split("|")] == ["Task set", "FIFO", "EDF", "ToyPolicy", "Oracle",
+                                                                  "Clairvoyant"]
+    for task_set in ("ID", "RL OOD", "ViT OOD", "Average"):
+        assert f"| {task_set} |" in stdout
+
+
+def test_it_reports_the_unavailable_ablation_as_skipped(quick_run):
+    stdout, out = quick_run
+    summary = json.loads((out / "summary.json").read_text())
+    assert "mara-sparse" in {s["method"] for s in summary["skipped"]}
+    assert "Skipped:" in stdout and "MARA w/ sparse reward" in stdout
+
+
+def test_every_episode_row_has_every_metric_and_rates_in_unit_interval(quick_run):
+    _, out = quick_run
+    rows = read_rows(out)
+    cells = {(r["method"], r["task_set"], r["load"], r["root"], r["episode"]) for r in rows}
+    assert len(cells) == len(rows)
+    methods = {r["method"] for r in rows}
+    assert methods == {"fifo", "edf", TOY, "oracle", "clairvoyant"}
+    played = [r for r in rows if r["method"] not in ("oracle", "clairvoyant")]
+    # 2 roots × 1 episode × (3 task sets × 2 loads + stress) per method
+    assert len(played) == 3 * 2 * (3 * 2 + 1)
+    for row in played:
+        for metric in ("success_rate", "utilisation", "queue_full"):
+            assert 0.0 <= float(row[metric]) <= 1.0
+        assert float(row["waiting"]) >= 0 and float(row["ready"]) >= 0
+
+
+def test_oracle_bounds_clairvoyant_bounds_every_method_per_episode(quick_run):
+    _, out = quick_run
+    successes = defaultdict(dict)
+    for row in read_rows(out):
+        successes[row["task_set"], row["load"], row["root"], row["episode"]][row["method"]] = float(row["successes"])
+    for episode in successes.values():
+        assert episode["oracle"] >= episode["clairvoyant"]
+        assert all(episode["clairvoyant"] >= value for method, value in episode.items())
+
+
+def test_it_writes_every_table_figure_and_the_readme_section(quick_run):
+    _, out = quick_run
+    for name in ("table1", "table2", "table3", "table4", "table5", "fig4", "clairvoyant", "compare"):
+        assert (out / f"{name}.md").read_text().startswith("**")
+    assert (out / "fig4_load_generalisation.png").stat().st_size > 0
+    readme = (out / "README_results.md").read_text()
+    assert readme.startswith("## Results") and "Clairvoyant" in readme and "fig4_load_generalisation.png" in readme
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["sanity_violations"] == []
+    table2 = summary["grids"]["table2"]
+    assert table2["cells"]["Average"]["Oracle"]["runs"] == 2
+
+
+def test_the_paper_comparison_lists_published_cells_beside_ours(quick_run):
+    _, out = quick_run
+    compare = (out / "compare.md").read_text()
+    assert "| Table 2 · ID · FIFO | 51.54 ± 4.09 |" in compare
+    assert "| Table 3 · EDF · Success rate (%) |" in compare
+
+
+def test_a_second_run_reuses_the_cache_and_writes_identical_files(quick_run, bank_dir, workloads_dir):
+    stdout, out = quick_run
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".csv", ".md", ".json")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent)])}
+    command = [sys.executable, "evaluate.py", "--quick", "--bank", str(bank_dir), "--workloads", str(workloads_dir),
+               "--out", str(out), "--methods", "fifo", "edf", "--policy", TOY, "--no-progress"]
+    again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "0 episodes computed" in again.stdout
+    after = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".csv", ".md", ".json")}
+    assert after == before

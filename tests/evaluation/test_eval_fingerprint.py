@@ -1,0 +1,52 @@
+"""The policy fingerprint (the cache's "checkpoint hash") follows a policy's weights, settings and files."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from mara_agents.evaluation.fingerprint import policy_fingerprint, source_fingerprint
+
+
+class NetPolicy:
+    """A stand-in for a learned policy: a torch module inside a predictor-like holder, plus settings."""
+
+    def __init__(self, seed: int, threshold: float = 0.5):
+        torch.manual_seed(seed)
+        self.holder = {"net": torch.nn.Linear(3, 2), "table": np.arange(4.0)}
+        self.threshold = threshold
+
+    def reset(self) -> None: ...
+
+    def act(self, observation):
+        return np.zeros(7, dtype=np.int64)
+
+
+def test_identical_weights_give_identical_fingerprints():
+    assert policy_fingerprint(NetPolicy(0)) == policy_fingerprint(NetPolicy(0))
+
+
+def test_changed_weights_change_the_fingerprint():
+    assert policy_fingerprint(NetPolicy(0)) != policy_fingerprint(NetPolicy(1))
+
+
+def test_changed_settings_change_the_fingerprint():
+    assert policy_fingerprint(NetPolicy(0)) != policy_fingerprint(NetPolicy(0, threshold=0.6))
+
+
+def test_a_referenced_file_is_hashed_by_content(tmp_path):
+    policy = NetPolicy(0)
+    policy.checkpoint = tmp_path / "weights.bin"
+    policy.checkpoint.write_bytes(b"a")
+    before = policy_fingerprint(policy)
+    policy.checkpoint.write_bytes(b"b")
+    assert policy_fingerprint(policy) != before
+
+
+def test_the_bound_and_policies_are_keyed_by_their_defining_source_file():
+    import mara_agents.baselines as baselines
+    import mara_agents.evaluation.clairvoyant as clairvoyant
+    from mara_env.workload import file_checksum
+
+    assert source_fingerprint(clairvoyant.clairvoyant_successes) == file_checksum(clairvoyant.__file__)
+    assert source_fingerprint(baselines.EDFPolicy()) == file_checksum(baselines.__file__)

@@ -1,0 +1,40 @@
+"""The typed-in paper numbers line up with the tables we produce, so every published cell gets compared."""
+
+from __future__ import annotations
+
+from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids
+from mara_agents.evaluation.grid import Grid
+from mara_agents.evaluation.paper import comparison, paper_numbers
+from mara_agents.evaluation.predictor_table import COLUMNS
+from mara_agents.evaluation.stats import Stat
+from mara_agents.predictors.bench import TASK_SETS as PREDICTOR_TASK_SETS
+from mara_env.fixed_workloads import EVAL_LOADS, EVAL_TASK_SETS
+
+FULL = Selection(None, (), (*EVAL_TASK_SETS, "stress"), EVAL_LOADS)
+
+
+def test_every_published_allocation_cell_names_a_row_and_column_of_our_tables():
+    grids = build_grids(ALLOCATION_EXPERIMENTS, FULL, rows=[], skipped=set())
+    for name, published in paper_numbers().items():
+        if name == "table1":
+            continue
+        for row, cols in published["cells"].items():
+            assert row in grids[name].rows, (name, row)
+            assert set(cols) <= set(grids[name].cols), (name, row, cols)
+
+
+def test_every_published_predictor_cell_names_a_row_and_column_of_our_table_1():
+    rows = {f"{task_set} {model}" for task_set in PREDICTOR_TASK_SETS for model in ("WLS", "FM")}
+    labels = {label for _, label, _, _ in COLUMNS}
+    for row, cols in paper_numbers()["table1"]["cells"].items():
+        assert row in rows and set(cols) <= labels
+
+
+def test_the_comparison_puts_ours_beside_the_paper_and_their_difference():
+    ours = Grid("table3", "t", "Method", ["MARA"], ["Success rate (%)"])
+    ours.set("MARA", "Success rate (%)", Stat(60.0, 1.0, 15))
+    grid = comparison({"table3": ours}, {"table3"})
+    row = "Table 3 · MARA · Success rate (%)"
+    assert grid.get(row, "Paper").mean == 65.0 and grid.get(row, "Ours").mean == 60.0
+    assert grid.get(row, "Ours − paper").mean == -5.0
+    assert grid.rows == [row]  # published cells outside this run (other methods) are left out

@@ -1,0 +1,38 @@
+"""Table 1 from the predictor benchmark: FM is skipped without a checkpoint, results are cached by content."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mara_agents.evaluation.cache import ResultCache
+from mara_agents.evaluation.predictor_table import FIGURES, predictor_table
+from mara_agents.predictors.fm.model import FlowMatchingModel
+from mara_agents.predictors.fm.predictor import save_checkpoint
+
+CHECKPOINT = "mara_agents.predictors.fm.predictor.DEFAULT_CHECKPOINT"
+
+
+def test_without_an_fm_checkpoint_table_1_has_wls_rows_and_says_fm_was_skipped(bank_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(CHECKPOINT, tmp_path / "absent.pt")
+    grid = predictor_table(bank_dir, tmp_path / "out", ResultCache(None))
+    assert "ID WLS" in grid.rows and all(row.endswith("WLS") for row in grid.rows)
+    assert "FM skipped" in grid.note and "absent.pt" in grid.note
+    assert not (tmp_path / "out" / FIGURES[0]).exists()
+    assert 0.0 <= grid.get("ID WLS", "Acc. (%)").mean <= 100.0
+
+
+def test_with_an_fm_checkpoint_the_table_is_cached_and_figure_3_drawn(bank_dir, tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    checkpoint = tmp_path / "fm.pt"
+    save_checkpoint(checkpoint, FlowMatchingModel())
+    monkeypatch.setattr(CHECKPOINT, checkpoint)
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    first = predictor_table(bank_dir, tmp_path / "out", cache)
+    assert {"ID WLS", "ID FM"} <= set(first.rows)
+    assert all((tmp_path / "out" / name).stat().st_size > 0 for name in FIGURES)
+    again = predictor_table(bank_dir, tmp_path / "out", cache)
+    assert again.cells == first.cells  # latency included: read back, not re-measured
+    mae = first.get("ID FM", "MAE").mean
+    assert math.isfinite(mae) and mae >= 0

@@ -1,0 +1,70 @@
+"""WLS (LARA's estimator): exponentially weighted power-law fit, demand (a/ε)^(1/b) − s, capped."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mara_agents.predictors.base import PredictorQuery
+from mara_agents.predictors.wls import GAMMA, WLSPredictor, fit_power_law, forgetting_weights
+
+
+def query(curves: list[np.ndarray], eps: float, cap: float = 1e4) -> PredictorQuery:
+    width = max(c.size for c in curves)
+    history = np.zeros((len(curves), width))
+    for row, curve in enumerate(curves):
+        history[row, :curve.size] = curve
+    n = len(curves)
+    return PredictorQuery(history, np.array([c.size for c in curves]), np.full(n, 32.0), np.full(n, 1e-3),
+                          np.full(n, eps), np.full(n, cap))
+
+
+def test_forgetting_weights_decay_by_gamma_towards_the_past_and_skip_padding():
+    weights = forgetting_weights(np.array([3]), width=5)[0]
+    assert weights[3:].tolist() == [0.0, 0.0]
+    np.testing.assert_allclose(weights[:3] / weights[2], [GAMMA ** 2, GAMMA, 1.0])
+    assert np.isclose(weights.sum(), 1.0)
+
+
+def test_perfect_power_law_is_recovered_to_one_percent():
+    s = np.arange(1, 41, dtype=np.float64)
+    a, b, eps = 3.0, 0.45, 0.5
+    log_a, fitted_b = fit_power_law(query([a * s ** -b], eps).history, np.array([40]))
+    assert abs(np.exp(log_a[0]) / a - 1) < 0.01 and abs(fitted_b[0] / b - 1) < 0.01
+    expected = (a / eps) ** (1 / b) - 40
+    estimate = WLSPredictor().predict(query([a * s ** -b], eps)).remaining[0]
+    assert abs(estimate / expected - 1) < 0.01
+
+
+def test_flat_or_rising_curve_returns_the_cap():
+    rising = 1.0 + 0.01 * np.arange(10)
+    flat = np.ones(10)
+    assert WLSPredictor().predict(query([rising, flat], eps=0.5, cap=77.0)).remaining.tolist() == [77.0, 77.0]
+
+
+def test_curve_already_below_threshold_needs_nothing_more():
+    s = np.arange(1, 21, dtype=np.float64)
+    assert WLSPredictor().predict(query([2.0 * s ** -0.5], eps=1.0)).remaining[0] == 0.0
+
+
+def test_fewer_than_four_observations_return_the_cap():
+    s = np.arange(1, 4, dtype=np.float64)
+    assert WLSPredictor().predict(query([2.0 * s ** -0.5], eps=0.1, cap=123.0)).remaining[0] == 123.0
+
+
+def test_recent_points_dominate_the_fit():
+    """A curve that changes slope: the fit follows the recent segment, not the early one."""
+    s = np.arange(1, 121, dtype=np.float64)
+    curve = np.where(s <= 20, 2.0 * s ** -0.1, 2.0 * 20 ** -0.1 * (s / 20) ** -0.8)
+    history, length = query([curve], 0.1).history, np.array([120])
+    _, forgetting = fit_power_law(history, length)
+    _, uniform = fit_power_law(history, length, gamma=1.0)
+    assert abs(forgetting[0] - 0.8) < 0.02 and abs(uniform[0] - 0.8) > 0.1
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0.01, 10.0), min_size=1, max_size=30), st.floats(0.001, 5.0), st.floats(0.0, 500.0))
+def test_estimates_always_lie_between_zero_and_the_cap(losses, eps, cap):
+    remaining = WLSPredictor().predict(query([np.array(losses)], eps, cap)).remaining
+    assert np.all(np.isfinite(remaining)) and 0.0 <= remaining[0] <= cap

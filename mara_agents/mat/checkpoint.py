@@ -6,13 +6,14 @@ killed mid-write never leaves a truncated checkpoint.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from curves.bank import atomic_write_json
+from mara_agents.checkpoint_io import CheckpointError, atomic_torch_save, read_checkpoint
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.ppo import ValueNorm
 
@@ -20,46 +21,18 @@ FORMAT = "mara-mat-policy"
 VERSION = 1
 
 
-class CheckpointError(RuntimeError):
-    """A MAT checkpoint is missing, unreadable or of the wrong kind; the message names the file."""
-
-
-def atomic_save(obj: Any, path: str | os.PathLike[str]) -> None:
-    """``torch.save`` to a temporary file, then rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
-def atomic_write_json(data: dict[str, Any], path: str | os.PathLike[str]) -> None:
-    """Write pretty JSON to a temporary file, then rename over ``path``."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
 def export_policy(path: str | os.PathLike[str], model: MATModel, predictor: str,
                   manifest: dict[str, Any]) -> None:
     """Write the policy weights (no optimiser state) and ``<path>.json`` describing how it was trained."""
-    atomic_save({"format": FORMAT, "version": VERSION, "hparams": model.hparams.to_dict(), "predictor": predictor,
+    atomic_torch_save({"format": FORMAT, "version": VERSION, "hparams": model.hparams.to_dict(), "predictor": predictor,
                  "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}}, path)
-    atomic_write_json(manifest, Path(path).with_suffix(".json"))
+    atomic_write_json(Path(path).with_suffix(".json"), manifest)
 
 
 def load_policy_model(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> tuple[MATModel, str]:
     """(model in eval mode, the predictor name it was trained with) from an exported checkpoint."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: MAT checkpoint not found (train one with `python train.py mat`)")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for truncated or foreign files
-        raise CheckpointError(f"{path}: unreadable MAT checkpoint: {exc}") from exc
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT or payload.get("version") != VERSION:
-        raise CheckpointError(f"{path}: not a version-{VERSION} {FORMAT!r} checkpoint")
+    payload = read_checkpoint(path, kind="MAT", fmt=FORMAT, version=VERSION, train_hint="python train.py mat")
     try:
         model = MATModel(MATHyperParameters(**payload["hparams"]))
         model.load_state_dict(payload["state_dict"])
@@ -72,7 +45,7 @@ def save_run_state(path: str | os.PathLike[str], *, model: MATModel, optimizer: 
                    value_norm: ValueNorm, generators: dict[str, torch.Tensor], global_step: int, update: int,
                    seconds: float, config: dict[str, Any], selected: bool) -> None:
     """Everything needed to resume training at an update boundary."""
-    atomic_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+    atomic_torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                  "value_norm": value_norm.state_dict(), "generators": generators,
                  "global_step": global_step, "update": update, "seconds": seconds, "config": config, "selected": selected}, path)
 

@@ -39,7 +39,7 @@ from mara_agents.mat.policy import make_predictor
 from mara_agents.mat.ppo import Batch, ValueNorm, gae, ppo_update
 from mara_agents.mat.rollout import Rollout, VectorRollout
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
-from mara_agents.predictors.train import bank_checksum, git_commit
+from mara_agents.checkpoint_io import bank_checksum, git_commit
 from mara_env.config import MARAConfig
 
 # Fields that may differ when a run is resumed; any other change is refused.

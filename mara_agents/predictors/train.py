@@ -19,8 +19,6 @@ import argparse
 import dataclasses
 import datetime
 import hashlib
-import os
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,19 +31,17 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from curves.bank import DEFAULT_BANK, CurveBank, atomic_write_json, load_bank
+from mara_agents.checkpoint_io import CheckpointError, atomic_torch_save, bank_checksum, git_commit
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_agents.predictors.fm.encoding import static_context
 from mara_agents.predictors.fm.model import FlowMatchingModel, FMHyperParameters, flow_matching_loss, linear_path
 from mara_agents.predictors.fm.predictor import (
     DEFAULT_CHECKPOINT,
-    CheckpointError,
-    atomic_torch_save,
     load_model,
     save_checkpoint,
 )
 from mara_agents.predictors.fm.target import trajectory_target
 
-_PACKAGE = Path(__file__).resolve().parent
 # Fields that may change when a run is resumed; every other field must match the saved run.
 _RESUMABLE_CHANGES = frozenset({"device", "threads", "max_steps", "patience", "out", "resume", "notes"})
 
@@ -208,15 +204,6 @@ def fresh_model(train: CurveSet, config: FMTrainConfig, device: torch.device) ->
     return model.to(device)
 
 
-def bank_checksum(root: str | os.PathLike[str]) -> str:
-    """SHA-256 over the bank's manifest and array files (names and bytes, in sorted order)."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in Path(root).iterdir() if p.name == "manifest.json" or p.suffix == ".npz"):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def curves_checksum(*curve_sets: CurveSet) -> str:
     """SHA-256 of exactly the curves a run trains and selects on (ids and values), so a bank that grows
     while a run is paused is noticed on resume."""
@@ -225,18 +212,6 @@ def curves_checksum(*curve_sets: CurveSet) -> str:
         digest.update("\n".join(curves.ids).encode())
         digest.update(np.ascontiguousarray(curves.cumavg).tobytes())
     return digest.hexdigest()
-
-
-def git_commit() -> str:
-    """The repository commit this code runs from (with ``+dirty`` for uncommitted changes), or "unknown"."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_PACKAGE, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=_PACKAGE, capture_output=True, text=True,
-                               check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return commit + ("+dirty" if dirty else "")
 
 
 def load_run_state(path: Path, config: FMTrainConfig, data_sha256: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mara_agents.checkpoint_io import CheckpointError, atomic_torch_save, read_checkpoint
 from mara_agents.predictors.base import Prediction, PredictorQuery, capped_remaining
 from mara_agents.predictors.fm.decode import first_crossing, median_estimate, remaining_batches
 from mara_agents.predictors.fm.encoding import static_context
@@ -25,10 +26,6 @@ from mara_agents.predictors.fm.target import bin_boundaries, inverse_log_ratio, 
 CHECKPOINT_FORMAT = "mara-fm-predictor"
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "fm.pt"  # the shipped predictor
 CHECKPOINT_VERSION = 1
-
-
-class CheckpointError(RuntimeError):
-    """A predictor checkpoint is missing, unreadable or of the wrong kind; the message names the file."""
 
 
 class FlowMatchingPredictor:
@@ -87,13 +84,6 @@ class FlowMatchingPredictor:
         return Prediction(remaining=capped_remaining(remaining, query), trajectories=trajectories, grid=grid)
 
 
-def atomic_torch_save(obj: Any, path: Path) -> None:
-    """torch.save to a temporary file beside ``path``, then rename over it (never a torn file)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
 def save_checkpoint(path: str | os.PathLike[str], model: FlowMatchingModel,
                     extra: dict[str, Any] | None = None) -> None:
     """Write the model (weights, standardisation, hyperparameters) atomically: temp file, then rename."""
@@ -110,17 +100,8 @@ def load_model(path: str | os.PathLike[str] = DEFAULT_CHECKPOINT,
                device: str | torch.device = "cpu") -> FlowMatchingModel:
     """Read a checkpoint written by :func:`save_checkpoint`; raises :class:`CheckpointError` naming the file."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: FM checkpoint not found (train one with `python train.py fm`)")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for truncated or foreign files
-        raise CheckpointError(f"{path}: unreadable FM checkpoint: {exc}") from exc
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path}: not an FM predictor checkpoint (expected format {CHECKPOINT_FORMAT!r})")
-    if payload.get("version") != CHECKPOINT_VERSION:
-        raise CheckpointError(f"{path}: checkpoint version {payload.get('version')!r}, "
-                              f"this code reads version {CHECKPOINT_VERSION}")
+    payload = read_checkpoint(path, kind="FM", fmt=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION,
+                              train_hint="python train.py fm")
     try:
         model = FlowMatchingModel(FMHyperParameters(**payload["hparams"]))
         model.load_state_dict(payload["state_dict"])

@@ -24,22 +24,12 @@ def bank():
     return load_bank(DEFAULT_BANK)
 
 
-# Families whose generation is still running (see curves/README.md, "Status"). `python -m curves.build_bank`
-# completes them; the test below then fails until this set is emptied, so the exemption cannot go stale.
-IN_PROGRESS = {"resnet18_fmnist", "resnet34_fmnist"}
-
-
 def test_bank_holds_the_ten_families_with_full_splits(bank) -> None:
     assert sorted(bank.families) == sorted(SHIPPED)
     assert sum(spec.role == "id" for spec in bank.families.values()) == 8
     for name, spec in bank.families.items():
         counts = {split: len(bank.ids(name, [split])) for split in COUNTS[spec.role]}
-        if name in IN_PROGRESS:
-            assert counts != COUNTS[spec.role], f"{name} is complete: remove it from IN_PROGRESS"
-            assert all(counts[split] <= target for split, target in COUNTS[spec.role].items()), name
-            assert counts["test"] > 0, name
-        else:
-            assert counts == COUNTS[spec.role], name
+        assert counts == COUNTS[spec.role], name
 
 
 def test_curves_run_to_twice_the_largest_budget(bank) -> None:

@@ -6,6 +6,9 @@ Gymnasium env, ``mara_agents.runner.evaluate_workload`` and the PettingZoo envs 
 :class:`~mara_agents.policy.NodeActor` with no wrapper.  Any ``predicted_remaining`` already in the
 observation is ignored, so the method name alone decides which predictor is used.
 
+``act_batch`` acts for many observations at once; the evaluation harness uses it to play all episodes of a
+workload file in lock-step (see ``mara_agents.evaluation.harness.play_lockstep``).
+
 Evaluation decodes **greedily** by default, so it is deterministic: in node order, each node serves iff
 serving is more likely than idling under its masked distribution, and then takes its most likely slot (see
 :meth:`~mara_agents.mat.model.MATModel.act` for why not a plain arg-max).  ``sample=True`` samples from the
@@ -15,13 +18,14 @@ policy with a seeded generator instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.rollout import to_tensors
+from mara_agents.mat.rollout import stack, to_tensors
 from mara_agents.mat.tokens import build_tokens
 from mara_agents.predictors import WLSPredictor, load_predictor
 from mara_agents.predictors.base import Predictor
@@ -43,10 +47,19 @@ class MATPolicy:
         """Nothing to clear; a sampling generator keeps running so the sequence depends only on the seed."""
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        tokens = build_tokens(observation, predict_remaining(observation, self.predictor))
+        return self.act_batch([observation])[0]
+
+    def act_batch(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
+        """Actions (N, M) for N observations in one predictor call and one decoder sweep.
+
+        With greedy decoding each row depends only on its own observation, so the evaluation harness plays
+        a whole workload file in lock-step and gets the same actions as one episode at a time.
+        """
+        stacked = stack(list(observations))
+        tokens = build_tokens(stacked, predict_remaining(stacked, self.predictor))
         slots, glob, present = to_tensors(tokens, self.device)
-        actions, _, _ = self.model.act(slots[None], glob[None], present[None], generator=self.generator)
-        return actions[0].cpu().numpy()
+        actions, _, _ = self.model.act(slots, glob, present, generator=self.generator)
+        return actions.cpu().numpy()
 
 
 def make_predictor(name: str, fm_checkpoint: str = "", device: str | torch.device = "cpu") -> Predictor:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +27,56 @@ def play_episode(env: gym.Env, policy: Policy, *, seed: int | None = None,
             return {**info.get("episode_metrics", {}), "return": total}
 
 
+def play_lockstep(policy: Any, envs: Sequence[gym.Env], options: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
+    """Play one episode in each env side by side: every step is one ``policy.act_batch`` call over the
+    episodes still running.  Rows as :func:`play_episode`'s, in the order of ``envs``.
+
+    For a policy whose actions depend only on the current observation (greedy MAT) the rows equal those of
+    playing each episode alone, while a neural policy pays its per-call overhead once per step, not once per
+    episode and step.
+    """
+    running = {i: env.reset(options=opts)[0] for i, (env, opts) in enumerate(zip(envs, options))}
+    policy.reset()
+    returns, rows = [0.0] * len(envs), [{} for _ in envs]
+    while running:
+        live = list(running)
+        for i, action in zip(live, policy.act_batch([running[i] for i in live])):
+            observation, reward, terminated, truncated, info = envs[i].step(action)
+            returns[i] += float(reward)
+            if terminated or truncated:
+                rows[i] = {**info.get("episode_metrics", {}), "return": returns[i]}
+                del running[i]
+            else:
+                running[i] = observation
+    return rows
+
+
 def evaluate_workload(policy: Policy, workload: str | Path, *, bank: str | Path | None = None,
                       wrap: Callable[[gym.Env], gym.Env] | None = None,
                       episodes: list[int] | None = None, **overrides: Any) -> list[dict[str, float]]:
     """Play ``policy`` on every (or the listed) episode of a workload file.
 
-    Each row holds the episode metrics, the episode's root and index, and the Oracle bound (independent
+    A policy with ``act_batch`` plays all the episodes in lock-step (:func:`play_lockstep`).  Each row holds the episode metrics, the episode's root and index, and the Oracle bound (independent
     feasibility) for the same episode, so callers can check Oracle ≥ method per episode.
     """
-    env = gym.make("MARA-v0", workload=str(workload), bank=None if bank is None else str(bank),
-                   disable_env_checker=True, **overrides)
-    if wrap is not None:
-        env = wrap(env)
+    def make() -> gym.Env:
+        env = gym.make("MARA-v0", workload=str(workload), bank=None if bank is None else str(bank),
+                       disable_env_checker=True, **overrides)
+        return env if wrap is None else wrap(env)
+
+    env = make()
     engine = env.unwrapped.engine
-    indices = range(len(engine.workload.episodes)) if episodes is None else episodes
+    indices = list(range(len(engine.workload.episodes)) if episodes is None else episodes)
+    if callable(getattr(policy, "act_batch", None)):
+        envs = [env, *(make() for _ in indices[1:])]
+        played = play_lockstep(policy, envs, [{"episode": index} for index in indices])
+        for other in envs[1:]:
+            other.close()
+    else:
+        played = [play_episode(env, policy, options={"episode": index}) for index in indices]
     rows = []
-    for index in indices:
+    for index, metrics in zip(indices, played):
         episode = engine.workload.episodes[index]
-        metrics = play_episode(env, policy, options={"episode": index})
         feasible = oracle_successes(episode, engine.bank)
         rows.append({**metrics, "root": episode.root, "episode": episode.index,
                      "oracle_successes": float(feasible.sum()),

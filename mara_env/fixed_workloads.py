@@ -9,6 +9,7 @@ their checksums.  Regenerate with ``python -m mara_env.fixed_workloads`` (only a
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,20 +35,22 @@ def workload_path(task_set: str, load: float | None = None, directory: Path = WO
     return directory / f"{task_set}_p{load:.2f}.json"
 
 
-def root_rng(task_set: str, load: float, root: int) -> np.random.Generator:
+def root_rng(task_set: str, load: float, root: int, seed_base: int = SEED_BASE) -> np.random.Generator:
     """Independent generator per (task set, load, root)."""
     code = sorted(TASK_SETS).index(task_set) if task_set in TASK_SETS else 0
-    return np.random.default_rng([SEED_BASE, code, int(round(load * 1000)), root])
+    return np.random.default_rng([seed_base, code, int(round(load * 1000)), root])
 
 
 def build_workload(bank: CurveBank, task_set: str, load: float, roots: int = ROOTS,
-                   episodes: int = EPISODES_PER_ROOT) -> Workload:
-    """Draw ``roots × episodes`` episodes of a task set from the bank's test curves."""
+                   episodes: int = EPISODES_PER_ROOT, splits: Sequence[str] = EVAL_SPLITS,
+                   seed_base: int = SEED_BASE) -> Workload:
+    """Draw ``roots × episodes`` episodes of a task set from the bank's curves of ``splits`` (default: the
+    test curves of the fixed evaluation workloads; MAT's checkpoint selection draws from ``val``)."""
     window = MARAConfig().arrival_window
     drawn = []
     for root in range(roots):
-        rng = root_rng(task_set, load, root)
-        drawn.extend(TASK_SETS[task_set].sample(bank, rng, load, window, EVAL_SPLITS, root=root, index=i)
+        rng = root_rng(task_set, load, root, seed_base)
+        drawn.extend(TASK_SETS[task_set].sample(bank, rng, load, window, splits, root=root, index=i)
                      for i in range(episodes))
     return Workload(tuple(drawn), task_set, None if task_set == "stress" else load)
 

@@ -66,10 +66,24 @@ def source_fingerprint(obj: Any) -> str:
     return file_checksum(path) if path else defined.__qualname__
 
 
+@lru_cache(maxsize=1)
+def agents_fingerprint() -> str:
+    """The source of every allocator and predictor module (``mara_agents`` minus the evaluation package).
+
+    A policy's behaviour depends on more than the file that defines its class — LARA and MAT call the
+    predictors, the observation wrapper and the token builder — so any change there invalidates every
+    cached episode of a built-in method rather than silently reusing results of the old code.
+    """
+    root = Path(__file__).resolve().parents[1]
+    return files_fingerprint(p for p in root.rglob("*.py") if "evaluation" not in p.relative_to(root).parts)
+
+
 def policy_fingerprint(policy: Any) -> str:
-    """Hash of a policy's class, source, parameters and referenced files (its "checkpoint hash")."""
+    """Hash of a policy's class, source, parameters and referenced files (its "checkpoint hash"), and of
+    the allocator and predictor code (:func:`agents_fingerprint`)."""
     sha = hashlib.sha256()
     sha.update(source_fingerprint(policy).encode())
+    sha.update(agents_fingerprint().encode())
     _feed(sha, policy, 0, set())
     return sha.hexdigest()
 

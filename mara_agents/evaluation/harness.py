@@ -28,7 +28,7 @@ from mara_agents.evaluation.cache import ResultCache
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
 from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulator_fingerprint, source_fingerprint
 from mara_agents.evaluation.methods import CLAIRVOYANT, ORACLE, Availability, build_policy, is_batched, probe, spec_for
-from mara_agents.runner import play_episode
+from mara_agents.runner import play_episode, play_lockstep
 from mara_env.config import MARAConfig
 from mara_env.engine import cached_bank, cached_workload
 from mara_env.fixed_workloads import workload_path
@@ -117,7 +117,7 @@ def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: st
     """Play the episodes, each with a fresh policy (or all at once in lock-step for a batched policy)."""
     policy = build_policy(method, seed)
     if is_batched(policy):
-        return play_lockstep(policy, targets, bank)
+        return _lockstep(policy, targets, bank)
     envs: dict[str, gym.Env] = {}
     fresh = chain([policy], (build_policy(method, seed) for _ in targets[1:]))
     rows = []
@@ -130,22 +130,9 @@ def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: st
     return rows
 
 
-def play_lockstep(policy: Any, targets: Sequence[Target], bank: str) -> list[dict[str, float]]:
-    """Play the episodes side by side: each step, one ``act_batch`` call over the episodes still running."""
+def _lockstep(policy: Any, targets: Sequence[Target], bank: str) -> list[dict[str, float]]:
     envs = [_make_env(target.path, bank) for target in targets]
-    running = {i: env.reset(options={"episode": t.index})[0] for i, (env, t) in enumerate(zip(envs, targets))}
-    policy.reset()
-    returns, rows = [0.0] * len(targets), [{} for _ in targets]
-    while running:
-        live = list(running)
-        for i, action in zip(live, policy.act_batch([running[i] for i in live])):
-            observation, reward, terminated, truncated, info = envs[i].step(action)
-            returns[i] += float(reward)
-            if terminated or truncated:
-                rows[i] = {**info.get("episode_metrics", {}), "return": returns[i]}
-                del running[i]
-            else:
-                running[i] = observation
+    rows = play_lockstep(policy, envs, [{"episode": target.index} for target in targets])
     for env in envs:
         env.close()
     return rows

@@ -43,11 +43,12 @@ def load_policy_model(path: str | os.PathLike[str], device: str | torch.device =
 
 def save_run_state(path: str | os.PathLike[str], *, model: MATModel, optimizer: torch.optim.Optimizer,
                    value_norm: ValueNorm, generators: dict[str, torch.Tensor], global_step: int, update: int,
-                   seconds: float, config: dict[str, Any], selected: bool) -> None:
+                   seconds: float, config: dict[str, Any], validation: list[tuple[int, float]]) -> None:
     """Everything needed to resume training at an update boundary."""
     atomic_torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                  "value_norm": value_norm.state_dict(), "generators": generators,
-                 "global_step": global_step, "update": update, "seconds": seconds, "config": config, "selected": selected}, path)
+                 "global_step": global_step, "update": update, "seconds": seconds, "config": config,
+                       "validation": validation}, path)
 
 
 def load_run_state(path: str | os.PathLike[str]) -> dict[str, Any]:

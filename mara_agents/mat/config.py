@@ -26,9 +26,12 @@ class MATTrainConfig:
     fm_checkpoint: str = field(default="", metadata={"help": "FM predictor checkpoint ('' = the shipped one)"})
     reward: str = field(default="shaped", metadata={"help": "shaped (successes + potential) or sparse"})
     steps: int = field(default=100_000, metadata={"help": "environment steps to train for"})
-    select_step: int = field(default=10_500, metadata={
-        "help": "checkpoint rule, fixed before evaluation: export the model after the update that first "
-                "reaches this many env steps (the paper's 10,500)"})
+    validate_every: int = field(default=10_000, metadata={
+        "help": "checkpoint rule, fixed before evaluation: score the greedy policy on the validation workload "
+                "(val curves) every this many env steps and at the end, and export the best-scoring model "
+                "(0: no validation, export the final model)"})
+    validation_roots: int = field(default=2, metadata={"help": "roots of the validation workload"})
+    validation_episodes: int = field(default=8, metadata={"help": "episodes per root of the validation workload"})
     device: str = field(default="cpu", metadata={"help": "torch device: cpu or cuda"})
     threads: int = field(default=1, metadata={"help": "torch CPU threads"})
     num_envs: int = field(default=14, metadata={"help": "parallel environments per rollout"})
@@ -61,9 +64,12 @@ class MATTrainConfig:
             raise ValueError(f"predictor must be one of {PREDICTORS}, got {self.predictor!r}")
         if self.reward not in ("shaped", "sparse"):
             raise ValueError(f"reward must be shaped or sparse, got {self.reward!r}")
-        for name in ("steps", "num_envs", "rollout_steps", "epochs", "minibatches", "checkpoint_every"):
+        for name in ("steps", "num_envs", "rollout_steps", "epochs", "minibatches", "checkpoint_every",
+                     "validation_roots", "validation_episodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        if self.validate_every < 0:
+            raise ValueError(f"validate_every must be ≥ 0, got {self.validate_every}")
         if self.num_envs * self.rollout_steps < self.minibatches:
             raise ValueError("num_envs × rollout_steps must be at least the number of minibatches")
 

@@ -4,10 +4,15 @@ Read top to bottom: build the frozen predictor, the model and N environments; th
 rollout (one batched predictor call per vector step), compute GAE advantages, run the PPO update, log to
 TensorBoard, and write the resumable state every ``checkpoint_every`` env steps.
 
-**Checkpoint rule (fixed before any evaluation).**  The exported policy is the model right after the PPO
-update that first brings the env-step count to ``select_step`` or beyond (default 10,500, the paper's fixed
-step; with the default 14 × 25 = 350 steps per update that is exactly update 30).  No evaluation workload is ever
-looked at; if ``steps < select_step`` the final model is exported.
+**Checkpoint rule (fixed before any evaluation).**  Every ``validate_every`` env steps (at the first PPO
+update that crosses a multiple) and after the last update, the greedy policy is scored on the run's
+validation workload — episodes drawn from the bank's ``val`` curves (:mod:`mara_agents.mat.validation`) — and
+the model with the highest score so far is exported (ties keep the earlier one).  No evaluation workload,
+and no ``test`` curve, is ever looked at.  With ``validate_every = 0`` the final model is exported.
+
+The paper fixes its checkpoint at env step 10,500.  We do not: on our bank a policy at 10,500 steps (30
+PPO updates; no environment has finished its second episode) is still far below FIFO, and its quality
+moves by several points from one update to the next, so a fixed step would export noise.
 
 **Resume.**  ``<run_dir>/last.pt`` holds model, optimiser, value normaliser, generator states and counters,
 written atomically.  A killed run restarted with the same command continues from the last save, losing at
@@ -38,6 +43,7 @@ from mara_agents.mat.model import MATModel
 from mara_agents.mat.policy import make_predictor
 from mara_agents.mat.ppo import Batch, ValueNorm, gae, ppo_update
 from mara_agents.mat.rollout import Rollout, VectorRollout
+from mara_agents.mat.validation import validation_score, validation_workload
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
 from mara_agents.checkpoint_io import bank_checksum, git_commit
 from mara_env.config import MARAConfig
@@ -75,8 +81,19 @@ def checked_state(path: Path, config: MATTrainConfig) -> dict[str, Any]:
     return state
 
 
+def selection_rule(config: MATTrainConfig) -> str:
+    """The checkpoint rule in words, for the manifest."""
+    if not config.validate_every:
+        return "the final model (no validation)"
+    return (f"highest greedy success rate on the validation workload ({config.validation_roots} roots x "
+            f"{config.validation_episodes} episodes, {config.task_set} task set, val curves, "
+            f"p={config.arrival_prob}), scored every {config.validate_every} env steps and at the end; "
+            "ties keep the earlier model (fixed before evaluation; no test curve used)")
+
+
 def manifest(config: MATTrainConfig, model: MATModel, global_step: int, seconds: float,
-             recent: deque[dict[str, float]], role: str = "selected") -> dict[str, Any]:
+             recent: deque[dict[str, float]], validation: list[tuple[int, float]],
+             role: str = "selected") -> dict[str, Any]:
     """How the exported policy was trained (JSON beside the checkpoint); ``role`` is ``selected`` (the
     checkpoint rule's pick) or ``snapshot`` (a learning-curve export)."""
     bank = config.bank or str(DEFAULT_BANK)
@@ -87,8 +104,8 @@ def manifest(config: MATTrainConfig, model: MATModel, global_step: int, seconds:
         + ("" if config.reward == "shaped" else "-sparse"),
         "config": dataclasses.asdict(config), "hparams": model.hparams.to_dict(),
         "step": global_step, "role": role,
-        "selection_rule": f"model after the first PPO update reaching >= {config.select_step} env steps "
-                          "(fixed before evaluation; no evaluation data used)",
+        "selection_rule": selection_rule(config),
+        "validation_scores": [{"step": step, "success_rate": score} for step, score in validation],
         "train_seconds": round(seconds, 1),
         "train_success_rate_last_episodes": float(np.mean(rates)) if rates else None,
         "train_episodes_in_that_mean": len(rates),
@@ -118,7 +135,9 @@ def train(config: MATTrainConfig) -> TrainResult:
     shuffler = torch.Generator().manual_seed(config.seed + 1)
     run = Path(config.run_path)
     state_path = run / "last.pt"
-    global_step, update, selected, trained_seconds = 0, 0, False, 0.0
+    bank = config.bank or str(DEFAULT_BANK)
+    validation: list[tuple[int, float]] = []  # (env step, score) of every validation so far
+    global_step, update, trained_seconds = 0, 0, 0.0
     if config.resume and state_path.exists():
         state = checked_state(state_path, config)
         model.load_state_dict(state["model"])
@@ -126,10 +145,14 @@ def train(config: MATTrainConfig) -> TrainResult:
         value_norm.load_state_dict(state["value_norm"])
         sampler.set_state(state["generators"]["sampler"])
         shuffler.set_state(state["generators"]["shuffler"])
-        global_step, update, selected = state["global_step"], state["update"], state["selected"]
+        global_step, update = state["global_step"], state["update"]
+        validation = [(int(step), float(score)) for step, score in state["validation"]]
         trained_seconds = state["seconds"]
         print(f"resumed {state_path} at env step {global_step}", flush=True)
 
+    workload = (validation_workload(run / "validation.json", bank, config.task_set, config.arrival_prob,
+                                    config.validation_roots, config.validation_episodes)
+                if config.validate_every else None)
     envs = VectorRollout(env_config, config.num_envs, predictor, seed=(config.seed, global_step), device=device)
     writer = SummaryWriter(str(run / "tb"), purge_step=global_step)
     settings = config.ppo()
@@ -162,24 +185,31 @@ def train(config: MATTrainConfig) -> TrainResult:
               f"success {np.mean(rates) if rates else float('nan'):.3f} entropy {stats['entropy']:.3f} "
               f"value_loss {stats['value_loss']:.3f}", flush=True)
 
-        select_now = not selected and global_step >= config.select_step
-        if select_now:
-            export_policy(config.out_path, model, config.predictor,
-                          manifest(config, model, global_step, trained_seconds, recent))
-            selected = True
+        every = config.validate_every
+        if workload is not None and (global_step // every > (global_step - steps) // every
+                                     or global_step >= config.steps):
+            score = validation_score(model, predictor, workload, bank)
+            writer.add_scalar("charts/validation_success_rate", score, global_step)
+            print(f"validation at step {global_step}: success {score:.4f}", flush=True)
+            best = max((s for _, s in validation), default=-1.0)
+            validation.append((global_step, score))
+            if score > best:
+                export_policy(config.out_path, model, config.predictor,
+                              manifest(config, model, global_step, trained_seconds, recent, validation))
         every = config.snapshot_every
         if every and global_step // every > (global_step - steps) // every:
             export_policy(run / "snapshots" / f"step_{global_step}.pt", model, config.predictor,
-                          manifest(config, model, global_step, trained_seconds, recent, role="snapshot"))
-        if select_now or global_step - last_saved >= config.checkpoint_every or global_step >= config.steps:
+                          manifest(config, model, global_step, trained_seconds, recent, validation, role="snapshot"))
+        if (validation and validation[-1][0] == global_step or global_step - last_saved >= config.checkpoint_every
+                or global_step >= config.steps):
             save_run_state(state_path, model=model, optimizer=optimizer, value_norm=value_norm,
                            generators={"sampler": sampler.get_state(), "shuffler": shuffler.get_state()},
                            global_step=global_step, update=update, seconds=trained_seconds,
-                           config=dataclasses.asdict(config), selected=selected)
+                           config=dataclasses.asdict(config), validation=validation)
             last_saved = global_step
-    if not selected:
+    if workload is None:
         export_policy(config.out_path, model, config.predictor,
-                      manifest(config, model, global_step, trained_seconds, recent))
+                      manifest(config, model, global_step, trained_seconds, recent, validation))
     writer.close()
     seconds = time.perf_counter() - started
     return TrainResult(Path(config.out_path), global_step, seconds,

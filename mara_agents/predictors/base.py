@@ -5,9 +5,9 @@ task need before its cumulative-average loss reaches its threshold ε?*  Every a
 per task, so a whole observation (all K slots, or all slots of a vector of environments) is one call.
 
 Both predictors need :data:`MIN_OBSERVATIONS` loss observations.  Before that, and whenever a model has no
-usable answer, a predictor returns the task's remaining *generation cap* — the most batches the task can
-still execute (in the environment: the steps left to its deadline).  Every estimate is clipped to
-``[0, cap]``.
+usable answer, a predictor returns the task's remaining *generation cap* — the furthest a forecast may
+look: the recorded curve's end (in the environment 2·B − s, see :mod:`mara_agents.predictors.wrapper`).
+Every estimate is clipped to ``[0, cap]``.
 """
 
 from __future__ import annotations

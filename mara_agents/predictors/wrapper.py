@@ -6,7 +6,11 @@ empty slots and the remaining cap before 4 observations — computed in one batc
 
 Everything is read from the observation contract (``mara_env/features.py``): ``tasks`` (K, F),
 ``history`` (K, H_max), ``history_len`` (K,) and ``budget`` (K,), the available time B per slot.  A slot's cap
-is the number of batches it can still execute before its deadline, remaining_time·B.
+is its remaining *generation cap* 2·B − s: every bank curve is recorded to twice its available time (paper
+Appendix A.2, "each task runs to twice its scheduling budget"), s batches are done, and an estimate may
+not look past the recorded curve.  The cap deliberately reaches beyond the deadline (at most B − s more
+batches can still run): a task whose forecast never meets ε then reads as needing more than it has left,
+instead of exactly the steps left, which would make "just fits" and "never gets there" identical.
 
 For PettingZoo, :class:`PredictedRemainingAEC` and :class:`PredictedRemainingParallel` add the same key to
 every node's ``observation`` entry; the per-slot arrays are shared by all nodes of a step, so they too make
@@ -28,6 +32,7 @@ from mara_env.features import TASK_FEATURE_INDEX
 from mara_agents.predictors.base import Predictor, PredictorQuery
 
 KEY = "predicted_remaining"
+GENERATION_CAP_FACTOR = 2  # curves are recorded to twice the available time (curves/README.md)
 _REQUIRED = ("tasks", "history", "history_len", "budget")
 
 
@@ -37,11 +42,12 @@ def observation_query(observation: Mapping[str, np.ndarray]) -> PredictorQuery:
     features = tasks.reshape(-1, tasks.shape[-1]).astype(np.float64)
     present = features[:, TASK_FEATURE_INDEX["present"]] > 0
     budget = np.asarray(observation["budget"], dtype=np.float64).reshape(-1)
-    cap = np.where(present, np.rint(np.maximum(features[:, TASK_FEATURE_INDEX["remaining_time"]] * budget, 0.0)), 0.0)
+    length = np.where(present, np.asarray(observation["history_len"]).reshape(-1), 0).astype(np.int64)
+    cap = np.where(present, np.maximum(GENERATION_CAP_FACTOR * budget - length, 0.0), 0.0)
     history = np.asarray(observation["history"])
     return PredictorQuery(
         history=history.reshape(-1, history.shape[-1]),
-        length=np.where(present, np.asarray(observation["history_len"]).reshape(-1), 0).astype(np.int64),
+        length=length,
         batch_size=np.rint(np.exp(features[:, TASK_FEATURE_INDEX["log_batch_size"]])),  # an integer, stored as a log
         lr=np.exp(features[:, TASK_FEATURE_INDEX["log_lr"]]),
         eps=features[:, TASK_FEATURE_INDEX["target_loss"]],
@@ -62,8 +68,9 @@ def add_predictions(observation: Mapping[str, np.ndarray], predictor: Predictor)
 def _extended_space(space: gym.Space) -> gym.spaces.Dict:
     if not isinstance(space, gym.spaces.Dict) or any(key not in space.spaces for key in _REQUIRED):
         raise ValueError(f"the observation space must be a Dict with keys {_REQUIRED}, got {space}")
-    # An estimate never exceeds the cap, remaining_time·B ≤ B, so the budget's bound is also its bound.
-    remaining = gym.spaces.Box(low=0.0, high=space["budget"].high.astype(np.float32), dtype=np.float32)
+    # An estimate never exceeds the cap, 2·B − s ≤ 2·B.
+    high = GENERATION_CAP_FACTOR * space["budget"].high.astype(np.float32)
+    remaining = gym.spaces.Box(low=0.0, high=high, dtype=np.float32)
     return gym.spaces.Dict({**space.spaces, KEY: remaining})
 
 

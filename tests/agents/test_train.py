@@ -11,17 +11,35 @@ import train as train_cli
 from mara_agents.mat.checkpoint import load_policy_model, load_run_state
 from mara_agents.mat.config import parse_config
 from mara_agents.mat.train import train
+from mara_env.workload import load_workload
 
 from conftest import tiny_config
 
 
-def test_training_exports_the_selected_policy_with_a_manifest(trained):
+def test_training_exports_the_best_validated_policy_with_a_manifest(trained):
     model, predictor = load_policy_model(trained.checkpoint)
     manifest = json.loads(trained.checkpoint.with_suffix(".json").read_text())
     assert predictor == "wls" and model.hparams.dim == 16
-    assert manifest["method"] == "mara-wls" and manifest["step"] == 40  # first update ≥ 30 (20/update)
+    scores = manifest["validation_scores"]
+    best = max(scores, key=lambda entry: entry["success_rate"])  # max() keeps the first of equal scores
+    assert [entry["step"] for entry in scores] == [20, 40, 60][:len(scores)] and len(scores) >= 1
+    assert manifest["method"] == "mara-wls" and manifest["step"] == best["step"]
     assert manifest["config"]["arrival_prob"] == 0.04 and manifest["data"]["curve_splits"] == ["train", "val"]
     assert trained.global_step == 60
+    final = load_run_state(trained.checkpoint.parent / "last.pt")["validation"]
+    assert [step for step, _ in final] == [20, 40, 60]
+
+
+def test_the_validation_workload_uses_only_val_curves(trained, bank_dir):
+    workload = load_workload(trained.checkpoint.parent / "validation.json")
+    assert all("/val/" in curve for episode in workload.episodes for curve in episode.curve)
+
+
+def test_validation_can_be_switched_off(bank_dir, tmp_path):
+    result = train(tiny_config(bank_dir, tmp_path / "run", steps=20, validate_every=0))
+    manifest = json.loads(result.checkpoint.with_suffix(".json").read_text())
+    assert manifest["step"] == 20 and manifest["validation_scores"] == []
+    assert not (tmp_path / "run" / "validation.json").exists()
 
 
 def test_a_killed_run_resumes_from_its_last_checkpoint(bank_dir, tmp_path, capsys):
@@ -62,7 +80,7 @@ def test_train_py_dispatches_fm_to_the_predictor_trainer(monkeypatch):
 
 
 def test_sparse_reward_trains_and_is_recorded(bank_dir, tmp_path):
-    result = train(tiny_config(bank_dir, tmp_path / "run", reward="sparse", steps=20, select_step=20))
+    result = train(tiny_config(bank_dir, tmp_path / "run", reward="sparse", steps=20))
     manifest = json.loads(result.checkpoint.with_suffix(".json").read_text())
     assert manifest["method"] == "mara-wls-sparse" and manifest["config"]["reward"] == "sparse"
     assert torch.load(result.checkpoint, weights_only=True)["predictor"] == "wls"

@@ -50,3 +50,13 @@ def test_the_bound_and_policies_are_keyed_by_their_defining_source_file():
 
     assert source_fingerprint(clairvoyant.clairvoyant_successes) == file_checksum(clairvoyant.__file__)
     assert source_fingerprint(baselines.EDFPolicy()) == file_checksum(baselines.__file__)
+
+
+def test_a_change_to_predictor_code_invalidates_policy_fingerprints(monkeypatch):
+    import mara_agents.baselines as baselines
+    from mara_agents.evaluation import fingerprint
+
+    before = policy_fingerprint(baselines.EDFPolicy())
+    fingerprint.agents_fingerprint.cache_clear()
+    monkeypatch.setattr(fingerprint, "agents_fingerprint", lambda: "predictor code changed")
+    assert policy_fingerprint(baselines.EDFPolicy()) != before

@@ -77,9 +77,9 @@ def test_wrapper_adds_predicted_remaining_with_one_call_per_step():
     assert predictor.calls == 1 and env.observation_space.contains(obs)
     remaining = obs["predicted_remaining"]
     assert remaining.dtype == np.float32 and remaining.shape == (K,)
-    # slot 0: present, 0 observations → cap = remaining_time·B = 20; slot 1: empty → 0;
-    # slot 2: 2 observations → cap; slot 3: 6 observations → the WLS estimate, below the cap
-    assert remaining[:3].tolist() == [20.0, 0.0, 20.0] and 0 < remaining[3] < 20
+    # slot 0: present, 0 observations → the generation cap 2·B − s = 80; slot 1: empty → 0;
+    # slot 2: 2 observations → its cap 78; slot 3: 6 observations → the WLS estimate, below its cap 74
+    assert remaining[:3].tolist() == [80.0, 0.0, 78.0] and 0 < remaining[3] < 74
     obs, *_ = env.step(env.action_space.sample())
     assert predictor.calls == 2 and env.observation_space.contains(obs)
 
@@ -87,7 +87,7 @@ def test_wrapper_adds_predicted_remaining_with_one_call_per_step():
 def test_wrapper_estimates_equal_a_direct_predictor_call():
     obs = observation([0, 0, 9, 25])
     query = PredictorQuery(obs["history"][3:4].astype(np.float64), np.array([25]), np.array([32.0]),
-                           np.array([1e-3]), np.array([0.5]), np.array([20.0]))
+                           np.array([1e-3]), np.array([0.5]), np.array([2 * 40.0 - 25]))
     expected = WLSPredictor().predict(query).remaining[0]
     assert np.isclose(add_predictions(obs, WLSPredictor())["predicted_remaining"][3], expected, rtol=1e-5)
 
@@ -136,7 +136,8 @@ def test_wrapped_mara_env_passes_the_gymnasium_checker_and_honours_the_cap(bank_
     obs, _ = env.reset(seed=3)
     for _ in range(40):
         obs, *_ = env.step(env.action_space.sample())
-        cap = np.rint(obs["tasks"][:, TASK_FEATURE_INDEX["remaining_time"]] * obs["budget"])
+        present = obs["tasks"][:, TASK_FEATURE_INDEX["present"]] > 0
+        cap = np.where(present, 2 * obs["budget"] - obs["history_len"], 0)
         early = obs["history_len"] < 4
         assert np.all(obs["predicted_remaining"] <= cap + 1e-3)
         np.testing.assert_array_equal(obs["predicted_remaining"][early], cap[early])

@@ -125,18 +125,25 @@ def atomic_write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     _atomic_write_bytes(Path(path), lambda handle: np.savez_compressed(handle, **arrays))
 
 
-def _read_manifest(root: Path) -> dict[str, Any]:
-    path = root / MANIFEST
+def read_versioned_json(path: Path, fmt: str, version: int, error: type[Exception], what: str,
+                        hint: str = "") -> dict[str, Any]:
+    """A JSON file that declares its ``format`` and ``version`` (bank manifests, workload files); a missing,
+    unreadable or foreign file raises ``error`` naming the path (``hint`` is appended when it is missing)."""
     if not path.is_file():
-        raise BankError(f"{path}: curve bank manifest not found (generate one with `python -m curves.generate`)")
+        raise error(f"{path}: {what} not found{hint}")
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise BankError(f"{path}: unreadable manifest: {exc}") from exc
-    if data.get("format") != FORMAT or data.get("version") != VERSION:
-        raise BankError(f"{path}: not a {FORMAT} v{VERSION} manifest "
-                        f"(format={data.get('format')!r}, version={data.get('version')!r})")
+        raise error(f"{path}: unreadable {what}: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != fmt or data.get("version") != version:
+        found = (data.get("format"), data.get("version")) if isinstance(data, dict) else type(data).__name__
+        raise error(f"{path}: not a {fmt} v{version} {what} (found {found!r})")
     return data
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    return read_versioned_json(root / MANIFEST, FORMAT, VERSION, BankError, "curve bank manifest",
+                               " (generate one with `python -m curves.generate`)")
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:

@@ -8,7 +8,6 @@ every method faces exactly the same arrivals and curves.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from curves.bank import CurveBank, atomic_write_json
+from curves.bank import CurveBank, atomic_write_json, read_versioned_json
 
 FORMAT = "mara-workload"
 VERSION = 1
@@ -102,14 +101,7 @@ def save_workload(path: str | os.PathLike[str], workload: Workload) -> None:
 def load_workload(path: str | os.PathLike[str], bank: CurveBank | None = None) -> Workload:
     """Read and validate a workload file; with a bank, also check every curve reference."""
     path = Path(path)
-    if not path.is_file():
-        raise WorkloadError(f"{path}: workload file not found")
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise WorkloadError(f"{path}: unreadable workload file: {exc}") from exc
-    if data.get("format") != FORMAT or data.get("version") != VERSION:
-        raise WorkloadError(f"{path}: not a {FORMAT} v{VERSION} file")
+    data = read_versioned_json(path, FORMAT, VERSION, WorkloadError, "workload file")
     try:
         episodes = tuple(Episode.from_lists(ep["arrival"], ep["curve"], ep["eps"], ep["budget"],
                                             ep.get("root", 0), ep.get("index", i))

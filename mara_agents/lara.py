@@ -8,7 +8,11 @@ throughput to that set, and spend a little on learners without enough history). 
 M indivisible nodes with at most one node per task.  Our reconstruction, at every step:
 
 1. **Demands.**  r_k = ⌈predicted remaining batches⌉ from the policy's own predictor (WLS for ``lara``, FM
-   for ``lara-fm``); l_k = steps left before task k's deadline = the batches it can still execute.
+   for ``lara-fm``), clipped at l_k = steps left before task k's deadline = the batches it can still
+   execute.  The clip keeps LARA's original reading of an estimate capped at the remaining budget: a task
+   forecast never to finish counts as needing its whole window, so it is dropped only when it crowds out
+   others.  Unclipped (the predictors' cap is the generation cap 2·B − s), WLS's large over-estimates drop
+   most tasks outright and LARA idles its nodes (about 10 % success on the ID workloads).
 2. **Warm-up reservation.**  Tasks with fewer than 4 observations have no trustworthy estimate.  If any
    exist, one node is reserved and serves the warm-up task with the earliest deadline, so new tasks collect
    history without starving the feasible set.
@@ -126,7 +130,7 @@ class LARAPolicy:
         warm_order = slots[warm][np.argsort(window[warm], kind="stable")]
         reserved = min(1, warm_order.size)
         ready = ~warm
-        demand = np.ceil(predict_remaining(observation, self.predictor)[slots]).astype(np.int64)
+        demand = np.minimum(np.ceil(predict_remaining(observation, self.predictor)[slots]), window).astype(np.int64)
         keep = np.flatnonzero(ready)[largest_feasible_subset(demand[ready], window[ready], num_nodes - reserved)]
         chosen = slots[keep]  # already in deadline order
         order = np.concatenate([warm_order[:reserved], chosen, warm_order[reserved:]])

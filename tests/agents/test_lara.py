@@ -88,7 +88,7 @@ def test_tasks_that_cannot_finish_alone_are_never_chosen():
 
 def _observation(history_len, remaining_steps, budget=100, nodes=2):
     """A hand-built observation with flat-loss histories (WLS then predicts the generation cap 2·B − s:
-    never reaching ε, more than any deadline leaves)."""
+    never reaching ε; LARA clips that to the steps left)."""
     k = len(history_len)
     tasks = np.zeros((k, 11), dtype=np.float32)
     tasks[:, 0] = 1.0
@@ -105,11 +105,11 @@ def _observation(history_len, remaining_steps, budget=100, nodes=2):
 
 
 def test_lara_reserves_one_node_for_warm_up_and_drops_predicted_infeasible_tasks():
-    # Slot 0 is warming up and gets the reserved node; slots 1–2 are ready but flat (predicted never to reach
-    # ε), so they are judged infeasible and get nothing, and the second node has no one to serve.
+    # Slot 0 is warming up; slots 1–2 are ready but flat (predicted to need their whole window): on the one
+    # remaining node only one of them fits, the earlier deadline (slot 2) wins; the other gets nothing.
     obs = _observation(history_len=[1, 10, 10], remaining_steps=[50, 30, 20])
     action = LARAPolicy(WLSPredictor()).act(obs)
-    assert action.tolist() == [1, 0]
+    assert action.tolist() == [1, 3]
 
 
 def test_lara_serves_a_matching_and_beats_fifo_on_the_stress_test(bank_dir, stress_file):

@@ -23,6 +23,16 @@ class Policy(Protocol):
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray: ...
 
 
+def is_batched(policy: Policy) -> bool:
+    """Whether a policy can act for many episodes in one call: ``act_batch(observations) -> actions``.
+
+    Such a policy must be stateless across episodes and give each observation the action ``act`` would;
+    the harness then plays a whole workload file in lock-step with one call per step, which amortises the
+    per-call overhead of neural policies over all its episodes.
+    """
+    return callable(getattr(policy, "act_batch", None))
+
+
 def gym_view(node_observation: dict[str, Any]) -> dict[str, np.ndarray]:
     """Rebuild the Gymnasium observation from a PettingZoo node observation (it carries the same arrays)."""
     inner = dict(node_observation["observation"])

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 import mara_env  # noqa: F401  (registers MARA-v0)
-from mara_agents.policy import Policy
+from mara_agents.policy import Policy, is_batched
 from mara_env.simulator import oracle_successes
 
 
@@ -56,8 +56,9 @@ def evaluate_workload(policy: Policy, workload: str | Path, *, bank: str | Path 
                       episodes: list[int] | None = None, **overrides: Any) -> list[dict[str, float]]:
     """Play ``policy`` on every (or the listed) episode of a workload file.
 
-    A policy with ``act_batch`` plays all the episodes in lock-step (:func:`play_lockstep`).  Each row holds the episode metrics, the episode's root and index, and the Oracle bound (independent
-    feasibility) for the same episode, so callers can check Oracle ≥ method per episode.
+    A batched policy (``act_batch``) plays all the episodes in lock-step (:func:`play_lockstep`).  Each row
+    holds the episode metrics, the episode's root and index, and the Oracle bound (independent feasibility)
+    for the same episode, so callers can check Oracle ≥ method per episode.
     """
     def make() -> gym.Env:
         env = gym.make("MARA-v0", workload=str(workload), bank=None if bank is None else str(bank),
@@ -67,7 +68,7 @@ def evaluate_workload(policy: Policy, workload: str | Path, *, bank: str | Path 
     env = make()
     engine = env.unwrapped.engine
     indices = list(range(len(engine.workload.episodes)) if episodes is None else episodes)
-    if callable(getattr(policy, "act_batch", None)):
+    if is_batched(policy):
         envs = [env, *(make() for _ in indices[1:])]
         played = play_lockstep(policy, envs, [{"episode": index} for index in indices])
         for other in envs[1:]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mara_agents.evaluation.fingerprint import policy_fingerprint
-from mara_agents.policy import Policy
+from mara_agents.policy import Policy, is_batched
 from mara_agents.registry import make_policy
 
 TRAINING_SEEDS = (0, 1, 2)
@@ -68,16 +68,6 @@ def build_policy(name: str, seed: int | None) -> Policy:
         factory: Any = getattr(importlib.import_module(module), attr)
         return factory()
     return make_policy(name) if seed is None else make_policy(name, seed=seed)
-
-
-def is_batched(policy: Policy) -> bool:
-    """Whether a policy can act for many episodes in one call: ``act_batch(observations) -> actions``.
-
-    Such a policy must be stateless across episodes and give each observation the action ``act`` would;
-    the harness then plays a whole workload file in lock-step with one call per step, which amortises the
-    per-call overhead of neural policies over all its episodes.
-    """
-    return callable(getattr(policy, "act_batch", None))
 
 
 @dataclass(frozen=True)

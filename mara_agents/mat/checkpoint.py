@@ -46,8 +46,8 @@ def save_run_state(path: str | os.PathLike[str], *, model: MATModel, optimizer: 
                    seconds: float, config: dict[str, Any], validation: list[tuple[int, float]]) -> None:
     """Everything needed to resume training at an update boundary."""
     atomic_torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "value_norm": value_norm.state_dict(), "generators": generators,
-                 "global_step": global_step, "update": update, "seconds": seconds, "config": config,
+                       "value_norm": value_norm.state_dict(), "generators": generators,
+                       "global_step": global_step, "update": update, "seconds": seconds, "config": config,
                        "validation": validation}, path)
 
 

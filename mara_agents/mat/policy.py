@@ -7,7 +7,7 @@ Gymnasium env, ``mara_agents.runner.evaluate_workload`` and the PettingZoo envs 
 observation is ignored, so the method name alone decides which predictor is used.
 
 ``act_batch`` acts for many observations at once; the evaluation harness uses it to play all episodes of a
-workload file in lock-step (see ``mara_agents.evaluation.harness.play_lockstep``).
+workload file in lock-step (see ``mara_agents.runner.play_lockstep``).
 
 Evaluation decodes **greedily** by default, so it is deterministic: in node order, each node serves iff
 serving is more likely than idling under its masked distribution, and then takes its most likely slot (see

@@ -81,6 +81,11 @@ def checked_state(path: Path, config: MATTrainConfig) -> dict[str, Any]:
     return state
 
 
+def crossed(step: int, steps: int, every: int) -> bool:
+    """Whether the update that ended at env step ``step`` (after ``steps`` more) crossed a multiple of ``every``."""
+    return bool(every) and step // every > (step - steps) // every
+
+
 def selection_rule(config: MATTrainConfig) -> str:
     """The checkpoint rule in words, for the manifest."""
     if not config.validate_every:
@@ -185,8 +190,7 @@ def train(config: MATTrainConfig) -> TrainResult:
               f"success {np.mean(rates) if rates else float('nan'):.3f} entropy {stats['entropy']:.3f} "
               f"value_loss {stats['value_loss']:.3f}", flush=True)
 
-        every = config.validate_every
-        if workload is not None and (global_step // every > (global_step - steps) // every
+        if workload is not None and (crossed(global_step, steps, config.validate_every)
                                      or global_step >= config.steps):
             score = validation_score(model, predictor, workload, bank)
             writer.add_scalar("charts/validation_success_rate", score, global_step)
@@ -196,8 +200,7 @@ def train(config: MATTrainConfig) -> TrainResult:
             if score > best:
                 export_policy(config.out_path, model, config.predictor,
                               manifest(config, model, global_step, trained_seconds, recent, validation))
-        every = config.snapshot_every
-        if every and global_step // every > (global_step - steps) // every:
+        if crossed(global_step, steps, config.snapshot_every):
             export_policy(run / "snapshots" / f"step_{global_step}.pt", model, config.predictor,
                           manifest(config, model, global_step, trained_seconds, recent, validation, role="snapshot"))
         if (validation and validation[-1][0] == global_step or global_step - last_saved >= config.checkpoint_every

@@ -23,7 +23,8 @@ def test_training_exports_the_best_validated_policy_with_a_manifest(trained):
     scores = manifest["validation_scores"]
     best = max(scores, key=lambda entry: entry["success_rate"])  # max() keeps the first of equal scores
     assert [entry["step"] for entry in scores] == [20, 40, 60][:len(scores)] and len(scores) >= 1
-    assert manifest["method"] == "mara-wls" and manifest["step"] == best["step"]
+    assert manifest["method"] == "mara-wls" and manifest["step"] == best["step"] == scores[-1]["step"]
+    assert all(0.0 <= entry["success_rate"] <= 1.0 for entry in scores)
     assert manifest["config"]["arrival_prob"] == 0.04 and manifest["data"]["curve_splits"] == ["train", "val"]
     assert trained.global_step == 60
     final = load_run_state(trained.checkpoint.parent / "last.pt")["validation"]

@@ -15,6 +15,13 @@ from curves.feasibility import feasibility, new_minimum_batches
 
 COUNTS = {"id": {"train": 30, "val": 6, "test": 24}, "ood": {"train": 0, "val": 6, "test": 24}}
 REGEN_BATCHES = 30
+# The first losses depend only on the recorded seed, data order and initialisation, so they must match to
+# float round-off.  Later ones pass through SGD updates, which amplify round-off that differs between CPU
+# kernels (oneDNN picks different convolution algorithms on AVX2 and AVX-512/AMX machines, and PyTorch
+# promises no bitwise reproducibility across hardware): a deep net with batch norm drifts by a few percent
+# within 30 batches.  A wrong recipe (seed, data order, learning rate) differs from the first batch on.
+EXACT_BATCHES = 2
+DRIFT_MEDIAN, DRIFT_MAX = 0.02, 0.10
 
 pytestmark = pytest.mark.skipif(not (DEFAULT_BANK / "manifest.json").is_file(), reason="no shipped bank")
 
@@ -75,4 +82,8 @@ def test_first_batches_regenerate_from_the_recorded_recipe(bank, family: str) ->
         losses = regenerate(record, REGEN_BATCHES)
     except DataMissingError as exc:
         pytest.skip(str(exc))
-    np.testing.assert_allclose(losses, bank.per_batch[ids[0]][:REGEN_BATCHES], rtol=1e-3)
+    recorded = bank.per_batch[ids[0]][:REGEN_BATCHES]
+    np.testing.assert_allclose(losses[:EXACT_BATCHES], recorded[:EXACT_BATCHES], rtol=1e-3)
+    drift = np.abs(losses - recorded) / np.abs(recorded)
+    assert np.median(drift) <= DRIFT_MEDIAN and drift.max() <= DRIFT_MAX, (
+        f"{family}: regenerated losses drift from the bank (median {np.median(drift):.3%}, max {drift.max():.3%})")

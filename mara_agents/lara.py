@@ -51,7 +51,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from mara_agents.baselines import serve_in_order
+from mara_agents.policy import stack_observations
 from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
+from mara_agents.predictors.memo import StepMemo
 from mara_agents.predictors.wrapper import predict_remaining
 from mara_env.features import TASK_FEATURE_INDEX
 
@@ -111,17 +113,27 @@ class LARAPolicy:
 
     Self-contained: it computes ``predicted_remaining`` from the raw observation's history with its own
     predictor, so it plays the plain Gymnasium env, workload files and the PettingZoo envs (via
-    :class:`~mara_agents.policy.NodeActor`) without a wrapper.
+    :class:`~mara_agents.policy.NodeActor`) without a wrapper.  ``act_batch`` decides for many episodes
+    with one predictor call, which the evaluation harness uses to play workload files in lock-step.
     """
 
     def __init__(self, predictor: Predictor, warmup: int = MIN_OBSERVATIONS):
-        self.predictor = predictor
+        self.predictor = StepMemo(predictor)  # unserved tasks keep last step's estimate (memo.py)
         self.warmup = warmup
 
     def reset(self) -> None:
         """Stateless between steps: every decision is recomputed from the observation."""
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        return self.act_batch([observation])[0]
+
+    def act_batch(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
+        """Actions (N, M): one predictor call for all N observations, then each one's subset search."""
+        predicted = predict_remaining(stack_observations(observations), self.predictor)
+        return np.stack([self.decide(observation, row) for observation, row in zip(observations, predicted)])
+
+    def decide(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
+        """The joint action for one observation given its slots' predicted remaining batches (K,)."""
         num_nodes = observation["action_mask"].shape[0]
         tasks = observation["tasks"]
         slots = np.flatnonzero(tasks[:, _PRESENT] > 0)
@@ -130,7 +142,7 @@ class LARAPolicy:
         warm_order = slots[warm][np.argsort(window[warm], kind="stable")]
         reserved = min(1, warm_order.size)
         ready = ~warm
-        demand = np.minimum(np.ceil(predict_remaining(observation, self.predictor)[slots]), window).astype(np.int64)
+        demand = np.minimum(np.ceil(predicted[slots]), window).astype(np.int64)
         keep = np.flatnonzero(ready)[largest_feasible_subset(demand[ready], window[ready], num_nodes - reserved)]
         chosen = slots[keep]  # already in deadline order
         order = np.concatenate([warm_order[:reserved], chosen, warm_order[reserved:]])

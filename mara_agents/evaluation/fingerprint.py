@@ -66,16 +66,23 @@ def source_fingerprint(obj: Any) -> str:
     return file_checksum(path) if path else defined.__qualname__
 
 
+# Modules only training imports: building and playing any built-in policy never loads them (a test checks
+# this in a fresh interpreter), so editing them must not throw away hours of cached evaluation.
+TRAINING_ONLY = ("mat/train.py", "mat/validation.py", "predictors/train.py", "predictors/bench.py")
+
+
 @lru_cache(maxsize=1)
 def agents_fingerprint() -> str:
-    """The source of every allocator and predictor module (``mara_agents`` minus the evaluation package).
+    """The source of every allocator and predictor module (``mara_agents`` minus the evaluation package and
+    the :data:`TRAINING_ONLY` modules).
 
     A policy's behaviour depends on more than the file that defines its class — LARA and MAT call the
     predictors, the observation wrapper and the token builder — so any change there invalidates every
     cached episode of a built-in method rather than silently reusing results of the old code.
     """
     root = Path(__file__).resolve().parents[1]
-    return files_fingerprint(p for p in root.rglob("*.py") if "evaluation" not in p.relative_to(root).parts)
+    return files_fingerprint(p for p in root.rglob("*.py") if "evaluation" not in p.relative_to(root).parts
+                             and p.relative_to(root).as_posix() not in TRAINING_ONLY)
 
 
 def policy_fingerprint(policy: Any) -> str:

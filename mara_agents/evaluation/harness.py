@@ -37,7 +37,7 @@ from mara_env.workload import WorkloadError, file_checksum
 
 CACHE_VERSION = 1
 BOUNDS = "bounds"
-LOCKSTEP_BATCH = 64  # episodes a batched policy plays side by side in one unit of work
+LOCKSTEP_BATCH = 128  # episodes a batched policy plays side by side in one unit of work
 METRICS = ("tasks", "successes", "success_rate", "utilisation", "queue_full", "waiting", "ready", "conflicts",
            "steps", "return")
 
@@ -203,6 +203,7 @@ def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings:
             if missing:
                 targets, keys = zip(*missing)
                 pending.append(Unit(unit.method, unit.seed, targets, keys))
+        pending.sort(key=lambda unit: -len(unit.keys))  # big lock-step units first: a short tail at the end
         results.computed = sum(len(u.keys) for u in pending)
         results.reused = sum(len(u.keys) for u in units) - results.computed
         _execute(pending, settings, num_nodes, cache, done)

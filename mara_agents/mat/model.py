@@ -11,9 +11,9 @@
 * **Masks** — node i's logits lose empty slots and slots taken by nodes < i (``masks.py``); idle is always
   legal, so every sampled joint action is a matching (Eq. 2) without repair.
 
-The decoder always runs over all M positions; positions not chosen yet hold placeholders that the causal
-mask hides.  Sequential sampling (rollout) and teacher forcing (training) therefore execute the very same
-computation for node i, and their log-probabilities agree to float round-off.
+Teacher forcing (training) runs the decoder over all M positions at once under a causal mask; sequential
+decoding (rollout, evaluation) computes one row per node and caches the earlier rows' keys and values.
+Row i sees the same inputs either way, so their log-probabilities agree to float round-off (tested).
 """
 
 from __future__ import annotations
@@ -62,13 +62,24 @@ class Attention(nn.Module):
         self.out = nn.Linear(dim, dim)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        return self.attend(x, *self.keys_values(memory), allowed)
+
+    def keys_values(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-head keys and values (B, heads, L, head_dim) of ``memory``; computed once and reused when
+        decoding node by node."""
+        batch, length, dim = memory.shape
+        k, v = self.key_value(memory).view(batch, length, 2, self.heads, dim // self.heads).unbind(2)
+        return k.transpose(1, 2), v.transpose(1, 2)
+
+    def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """Queries from ``x`` (B, Lq, D) attend to precomputed keys/values; ``allowed`` (B, Lq, Lk) or None."""
         batch, length, dim = x.shape
         head_dim = dim // self.heads
         q = self.query(x).view(batch, length, self.heads, head_dim).transpose(1, 2)
-        k, v = self.key_value(memory).view(batch, memory.shape[1], 2, self.heads, head_dim).unbind(2)
-        scores = q @ k.permute(0, 2, 3, 1) / math.sqrt(head_dim)
-        scores = scores.masked_fill(~allowed[:, None], float("-inf"))
-        mixed = torch.softmax(scores, dim=-1) @ v.transpose(1, 2)
+        scores = q @ k.transpose(2, 3) / math.sqrt(head_dim)
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed[:, None], float("-inf"))
+        mixed = torch.softmax(scores, dim=-1) @ v
         return self.out(mixed.transpose(1, 2).reshape(batch, length, dim))
 
 
@@ -104,7 +115,22 @@ class DecoderBlock(nn.Module):
                 visible: torch.Tensor) -> torch.Tensor:
         h = self.norm_self(x)
         x = x + self.self_attn(h, h, causal)
-        x = x + self.cross_attn(self.norm_cross(x), memory, visible)
+        return self.cross_and_mlp(x, self.cross_attn.keys_values(memory), visible)
+
+    def step(self, x: torch.Tensor, past: list[tuple[torch.Tensor, torch.Tensor]],
+             memory_kv: tuple[torch.Tensor, torch.Tensor], visible: torch.Tensor) -> torch.Tensor:
+        """The next node's row (B, 1, D) given the earlier rows' self-attention keys/values ``past`` (this
+        row's are appended): the same computation as row i of :meth:`forward`, without redoing rows < i."""
+        h = self.norm_self(x)
+        past.append(self.self_attn.keys_values(h))
+        keys, values = (torch.cat(parts, dim=2) for parts in zip(*past))
+        x = x + self.self_attn.attend(h, keys, values, None)  # every earlier node is visible: causal
+        return self.cross_and_mlp(x, memory_kv, visible)
+
+    def cross_and_mlp(self, x: torch.Tensor, memory_kv: tuple[torch.Tensor, torch.Tensor],
+                      visible: torch.Tensor) -> torch.Tensor:
+        """Cross-attention to the encoder's keys/values, then the MLP."""
+        x = x + self.cross_attn.attend(self.norm_cross(x), *memory_kv, visible)
         return x + self.mlp(self.norm_mlp(x))
 
 
@@ -154,15 +180,22 @@ class MATModel(nn.Module):
         return self.value_head(memory[:, 0])
 
     # ------------------------------------------------------------------ decoder
+    def choice_embedding(self, memory: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
+        """(B, L, D) decoder input for earlier choices (B, L): the projected picked slot, or the idle vector."""
+        slot_memory = memory[:, 1:]
+        index = (choices - 1).clamp(min=0)[..., None].expand(-1, -1, slot_memory.shape[-1])
+        picked = self.chosen_in(slot_memory.gather(1, index))
+        return torch.where((choices > 0)[..., None], picked, self.idle.expand_as(picked))
+
     def decoder_inputs(self, memory: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """(B, M, D): node embedding + previous node's choice (start for node 0; ``actions`` shifted right)."""
-        previous = actions[:, :-1]
-        slot_memory = memory[:, 1:]
-        index = (previous - 1).clamp(min=0)[..., None].expand(-1, -1, slot_memory.shape[-1])
-        picked = self.chosen_in(slot_memory.gather(1, index))
-        choice = torch.where((previous > 0)[..., None], picked, self.idle.expand_as(picked))
         first = self.start.expand(actions.shape[0], 1, -1)
-        return torch.cat([first, choice], dim=1) + self.node_embedding
+        return torch.cat([first, self.choice_embedding(memory, actions[:, :-1])], dim=1) + self.node_embedding
+
+    def pointer_logits(self, h: torch.Tensor, slot_keys: torch.Tensor) -> torch.Tensor:
+        """(B, L, K + 1) logits from decoder outputs h (B, L, D): idle, then node query · slot key."""
+        pointer = self.pointer_query(h) @ slot_keys.transpose(1, 2)
+        return torch.cat([self.idle_logit(h), pointer / math.sqrt(h.shape[-1])], dim=-1)
 
     def logits(self, memory: torch.Tensor, present: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Unmasked (B, M, K + 1) logits of every node given the earlier nodes' ``actions`` (teacher forcing)."""
@@ -171,9 +204,7 @@ class MATModel(nn.Module):
         visible = self.visible(present).expand(-1, x.shape[1], -1)
         for block in self.decoder:
             x = block(x, memory, causal, visible)
-        h = self.decoder_norm(x)
-        pointer = self.pointer_query(h) @ self.pointer_key(memory[:, 1:]).transpose(1, 2)
-        return torch.cat([self.idle_logit(h), pointer / math.sqrt(h.shape[-1])], dim=-1)
+        return self.pointer_logits(self.decoder_norm(x), self.pointer_key(memory[:, 1:]))
 
     # ------------------------------------------------------------------ policy
     @torch.no_grad()
@@ -187,14 +218,26 @@ class MATModel(nn.Module):
         because the serve mass is split over near-identical slots: a trained policy that serves ~80 % of
         the time can still have idle as its single most likely choice, and its arg-max then idles every
         node for the whole episode (observed for one training seed).
+
+        The encoder's keys and values, the pointer keys and the earlier nodes' self-attention keys/values
+        are computed once and reused (a key/value cache), so node i costs one decoder row, not i + 1; the
+        result is row i of :meth:`logits` to float round-off (``tests/agents/test_mat_model.py``).
         """
         memory = self.encode(slots, glob, present)
         batch, m = slots.shape[0], self.hparams.num_nodes
+        visible = self.visible(present)
+        memory_kv = [block.cross_attn.keys_values(memory) for block in self.decoder]
+        past: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in self.decoder]
+        slot_keys = self.pointer_key(memory[:, 1:])
         actions = torch.zeros(batch, m, dtype=torch.long, device=slots.device)
         log_probs = torch.zeros(batch, m, device=slots.device)
         taken = torch.zeros_like(present)
+        previous = self.start.expand(batch, 1, -1)
         for node in range(m):
-            logits = masked(self.logits(memory, present, actions)[:, node], node_mask(present, taken))
+            x = previous + self.node_embedding[node]
+            for block, block_past, kv in zip(self.decoder, past, memory_kv):
+                x = block.step(x, block_past, kv, visible)
+            logits = masked(self.pointer_logits(self.decoder_norm(x), slot_keys)[:, 0], node_mask(present, taken))
             if generator is None:
                 serve = torch.softmax(logits, -1)[:, 0] < 0.5
                 choice = torch.where(serve, logits[:, 1:].argmax(-1) + 1, 0)
@@ -203,6 +246,7 @@ class MATModel(nn.Module):
             actions[:, node] = choice
             log_probs[:, node] = torch.log_softmax(logits, -1).gather(1, choice[:, None])[:, 0]
             taken = taken | nn.functional.one_hot(choice, present.shape[1] + 1)[:, 1:].bool()
+            previous = self.choice_embedding(memory, choice[:, None])
         return actions, log_probs, self.values(memory)
 
     def evaluate(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,

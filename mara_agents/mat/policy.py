@@ -25,11 +25,13 @@ import torch
 
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.rollout import stack, to_tensors
+from mara_agents.mat.rollout import to_tensors
 from mara_agents.mat.tokens import build_tokens
 from mara_agents.predictors import WLSPredictor, load_predictor
 from mara_agents.predictors.base import Predictor
+from mara_agents.predictors.memo import StepMemo
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
+from mara_agents.policy import stack_observations
 from mara_agents.predictors.wrapper import predict_remaining
 
 
@@ -38,7 +40,7 @@ class MATPolicy:
 
     def __init__(self, model: MATModel, predictor: Predictor, sample: bool = False, seed: int = 0):
         self.model = model.eval()
-        self.predictor = predictor
+        self.predictor = StepMemo(predictor)  # unserved tasks keep last step's estimate (memo.py)
         self.device = next(model.parameters()).device
         self.seed = seed  # kept so that evaluation caches tell differently seeded sampling runs apart
         self.generator = torch.Generator(device=self.device).manual_seed(seed) if sample else None
@@ -55,7 +57,7 @@ class MATPolicy:
         With greedy decoding each row depends only on its own observation, so the evaluation harness plays
         a whole workload file in lock-step and gets the same actions as one episode at a time.
         """
-        stacked = stack(list(observations))
+        stacked = stack_observations(observations)
         tokens = build_tokens(stacked, predict_remaining(stacked, self.predictor))
         slots, glob, present = to_tensors(tokens, self.device)
         actions, _, _ = self.model.act(slots, glob, present, generator=self.generator)

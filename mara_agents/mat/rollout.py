@@ -16,12 +16,12 @@ import torch
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import ValueNorm
 from mara_agents.mat.tokens import Tokens, build_tokens
+from mara_agents.policy import stack_observations
 from mara_agents.predictors.base import Predictor
+from mara_agents.predictors.memo import StepMemo
 from mara_agents.predictors.wrapper import predict_remaining
 from mara_env.config import MARAConfig
 from mara_env.gym_env import MARAEnv
-
-_PREDICTOR_KEYS = ("tasks", "history", "history_len", "budget", "global")
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,6 @@ class Rollout:
     rewards: torch.Tensor
     dones: torch.Tensor
     last_value: torch.Tensor
-
-
-def stack(observations: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Stack the arrays the predictor and the tokens read."""
-    return {key: np.stack([obs[key] for obs in observations]) for key in _PREDICTOR_KEYS}
 
 
 def to_tensors(tokens: Tokens, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -62,7 +57,7 @@ class VectorRollout:
     def __init__(self, env_config: MARAConfig, num_envs: int, predictor: Predictor, seed: int | tuple[int, ...],
                  device: torch.device):
         self.envs = [MARAEnv(config=env_config) for _ in range(num_envs)]
-        self.predictor = predictor
+        self.predictor = StepMemo(predictor)  # tasks not served last step keep their estimate (memo.py)
         self.device = device
         seeds = np.random.SeedSequence(seed).generate_state(num_envs)
         self.observations = [env.reset(seed=int(s))[0] for env, s in zip(self.envs, seeds)]
@@ -71,7 +66,7 @@ class VectorRollout:
 
     def tokens(self) -> Tokens:
         """Tokens of all current observations, with one batched predictor call."""
-        stacked = stack(self.observations)
+        stacked = stack_observations(self.observations)
         return build_tokens(stacked, predict_remaining(stacked, self.predictor))
 
     def drain_finished(self) -> list[dict[str, float]]:

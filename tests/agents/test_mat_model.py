@@ -74,9 +74,11 @@ def test_taken_before_is_the_exclusive_prefix_of_picks():
 
 
 @pytest.mark.parametrize("greedy", [False, True], ids=["sampled", "greedy"])
-def test_sequential_and_teacher_forced_log_probs_agree(greedy):
+@pytest.mark.parametrize("blocks,heads", [(1, 1), (2, 4)], ids=["paper", "deeper"])
+def test_sequential_and_teacher_forced_log_probs_agree(greedy, blocks, heads):
+    """Sequential decoding (with its key/value cache) and teacher forcing compute the same rows."""
     torch.manual_seed(0)
-    model = MATModel(MATHyperParameters())
+    model = MATModel(MATHyperParameters(blocks=blocks, heads=heads))
     slots, glob, present = random_inputs(64, seed=1)
     generator = None if greedy else torch.Generator().manual_seed(2)
     actions, log_probs, values = model.act(slots, glob, present, generator=generator)

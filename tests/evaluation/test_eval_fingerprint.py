@@ -60,3 +60,28 @@ def test_a_change_to_predictor_code_invalidates_policy_fingerprints(monkeypatch)
     fingerprint.agents_fingerprint.cache_clear()
     monkeypatch.setattr(fingerprint, "agents_fingerprint", lambda: "predictor code changed")
     assert policy_fingerprint(baselines.EDFPolicy()) != before
+
+
+def test_training_only_modules_are_not_loaded_by_evaluation():
+    """Editing a TRAINING_ONLY module keeps cached results; that is only sound if evaluation never runs it."""
+    import subprocess
+    import sys
+
+    from mara_agents.evaluation.fingerprint import TRAINING_ONLY
+    from mara_agents.evaluation.methods import METHODS
+
+    script = (
+        "import sys, gymnasium as gym\n"
+        "from mara_agents.evaluation.methods import build_policy\n"
+        "from mara_agents.evaluation import harness, cli  # noqa: F401\n"
+        f"for method in {sorted(METHODS)!r}:\n"
+        "    policy = build_policy(method, 0 if method.startswith('mara') else None)\n"
+        "    env = gym.make('MARA-v0')\n"
+        "    observation, _ = env.reset(seed=0)\n"
+        "    for _ in range(3):\n"
+        "        observation, *_ = env.step(policy.act(observation))\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('mara_agents'))))\n")
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    training = {"mara_agents." + path.removesuffix(".py").replace("/", ".") for path in TRAINING_ONLY}
+    assert "mara_agents.mat.model" in loaded, "the probe did not build a MAT policy"
+    assert not training & set(loaded), f"evaluation imports training-only modules: {training & set(loaded)}"

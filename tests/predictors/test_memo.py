@@ -1,0 +1,64 @@
+"""StepMemo: a row unchanged since the previous call is answered from memory, everything else is predicted."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mara_agents.predictors.base import Prediction, PredictorQuery
+from mara_agents.predictors.memo import StepMemo
+from mara_agents.predictors.wls import WLSPredictor
+
+
+class CountingPredictor:
+    """WLS that records how many rows it was asked for."""
+
+    def __init__(self):
+        self.rows: list[int] = []
+
+    def predict(self, query: PredictorQuery) -> Prediction:
+        self.rows.append(len(query))
+        return WLSPredictor().predict(query)
+
+
+def make_query(lengths: list[int], width: int = 40, eps: float = 0.5) -> PredictorQuery:
+    s = np.arange(1, width + 1, dtype=np.float64)
+    history = np.zeros((len(lengths), width))
+    for row, length in enumerate(lengths):
+        history[row, :length] = (3.0 + row) * s[:length] ** -0.4
+    n = len(lengths)
+    length = np.array(lengths)
+    return PredictorQuery(history, length, np.full(n, 32.0), np.full(n, 1e-3), np.full(n, eps),
+                          np.maximum(600.0 - length, 0.0))
+
+
+def test_answers_equal_the_bare_predictor_and_only_changed_rows_are_recomputed():
+    inner = CountingPredictor()
+    memo = StepMemo(inner)
+    first, second = make_query([10, 20, 30]), make_query([11, 20, 31])  # rows 0 and 2 were "served"
+    for query in (first, second):
+        np.testing.assert_array_equal(memo.predict(query).remaining, WLSPredictor().predict(query).remaining)
+    assert inner.rows == [3, 2]
+    assert (memo.hits, memo.misses) == (1, 5)
+
+
+def test_any_changed_input_is_a_miss():
+    memo = StepMemo(CountingPredictor())
+    base = make_query([12, 12])
+    memo.predict(base)
+    changed_eps = make_query([12, 12], eps=0.45)
+    np.testing.assert_array_equal(memo.predict(changed_eps).remaining,
+                                  WLSPredictor().predict(changed_eps).remaining)
+    assert memo.hits == 0
+    rewritten = PredictorQuery(base.history.copy(), base.length, base.batch_size, base.lr, base.eps, base.cap)
+    rewritten.history[1, 3] += 1e-3  # an earlier loss differs: not the same task state
+    memo.predict(base)
+    memo.predict(rewritten)
+    assert memo.hits == 1  # row 0 only
+
+
+def test_only_the_previous_call_is_remembered():
+    inner = CountingPredictor()
+    memo = StepMemo(inner)
+    for lengths in ([10], [11], [10]):
+        memo.predict(make_query(lengths))
+    assert inner.rows == [1, 1, 1]

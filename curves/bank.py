@@ -120,6 +120,11 @@ def atomic_write_json(path: Path, data: Any) -> None:
     _atomic_write_bytes(Path(path), lambda handle: handle.write(text.encode()))
 
 
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write UTF-8 text atomically (tables, README sections): a reader never sees half a file."""
+    _atomic_write_bytes(Path(path), lambda handle: handle.write(text.encode()))
+
+
 def atomic_write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     """Write a compressed NPZ atomically."""
     _atomic_write_bytes(Path(path), lambda handle: np.savez_compressed(handle, **arrays))

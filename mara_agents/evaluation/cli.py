@@ -18,7 +18,8 @@ from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.evaluation.harness import Settings, evaluate
 from mara_agents.evaluation.paper import comparison
 from mara_agents.evaluation.predictor_table import predictor_table
-from mara_agents.evaluation.report import skipped_lines, sorted_rows, write_all
+from mara_agents.evaluation.report import (machine_description, readme_results, skipped_lines, sorted_rows,
+                                           splice_readme, write_all)
 from mara_agents.evaluation.sanity import violations
 from mara_env.fixed_workloads import EPISODES_PER_ROOT, EVAL_LOADS, EVAL_TASK_SETS, ROOTS, WORKLOAD_DIR
 
@@ -65,10 +66,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--cache", type=Path, help="result cache (default OUT/cache.sqlite)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--readme", type=Path, metavar="FILE",
+                        help="also replace FILE's '## Results' section with this run's (with machine and wall time)")
     args = parser.parse_args(argv)
     unknown = [e for e in args.experiments if e not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiment(s) {unknown}; choose from {', '.join(EXPERIMENTS)}")
+    if args.readme is not None and not args.readme.is_file():
+        parser.error(f"--readme {args.readme}: no such file (name the README whose Results section to replace)")
     quick = QUICK if args.quick else {}
     args.roots = args.roots or quick.get("roots", ROOTS)
     args.episodes = args.episodes or quick.get("episodes", EPISODES_PER_ROOT)
@@ -112,8 +117,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(grids["table1"].note + "\n")
     for problem in problems:
         print(f"INVARIANT VIOLATED: {problem}")
+    elapsed = time.perf_counter() - start
+    if args.readme:
+        splice_readme(args.readme, readme_results(grids, results.skipped, args.out, command, record),
+                      f"This run: {elapsed / 60:.1f} min wall time on {machine_description()} with {settings.jobs} "
+                      f"worker process(es); {results.computed} episodes computed, {results.reused} reused from "
+                      f"the cache.")
     print(f"{results.computed} episodes computed, {results.reused} reused from the cache; "
-          f"results in {args.out}/ ({time.perf_counter() - start:.1f} s)")
+          f"results in {args.out}/ ({elapsed:.1f} s)")
     return 1 if problems else 0
 
 

@@ -68,7 +68,7 @@ def source_fingerprint(obj: Any) -> str:
 
 # Modules only training imports: building and playing any built-in policy never loads them (a test checks
 # this in a fresh interpreter), so editing them must not throw away hours of cached evaluation.
-TRAINING_ONLY = ("mat/train.py", "mat/validation.py", "predictors/train.py", "predictors/bench.py")
+TRAINING_ONLY = ("mat/train.py", "mat/config.py", "mat/validation.py", "predictors/train.py", "predictors/bench.py")
 
 
 @lru_cache(maxsize=1)

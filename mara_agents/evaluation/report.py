@@ -1,18 +1,23 @@
 """Write an evaluation to disk: the per-episode CSV, one Markdown file per table, summary.json, and the
-README "Results" section (``README_results.md``, pasted into README.md by the maintainer).
+README "Results" section (``README_results.md``; ``evaluate.py --readme README.md`` splices it in).
 
-Nothing written here carries a timestamp or timing, so a rerun on the same inputs writes identical files.
+Nothing under ``results/`` carries a timestamp or timing, so a rerun on the same inputs writes identical
+files; the machine and wall time of a run go only into the spliced README section.  Every file is written
+atomically (temporary file, then rename), so an interrupted run never leaves half a table.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
+import platform
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from curves.bank import atomic_write_text
 from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.evaluation.harness import METRICS
 from mara_agents.evaluation.methods import BOUND_LABELS, Availability, spec_for
@@ -64,12 +69,13 @@ def sorted_rows(rows: Sequence[dict[str, Any]], order: Sequence[str]) -> list[di
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """One row per (method, training seed, task set, load, root, episode) with every metric."""
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({**{k: "" if row.get(k) is None else row[k] for k in CSV_COLUMNS},
-                             "label": label_of(row["method"])})
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({**{k: "" if row.get(k) is None else row[k] for k in CSV_COLUMNS},
+                         "label": label_of(row["method"])})
+    atomic_write_text(path, buffer.getvalue())
 
 
 def skipped_lines(skipped: Sequence[Availability]) -> list[str]:
@@ -113,10 +119,39 @@ def write_all(out: Path, rows: list[dict[str, Any]], grids: dict[str, Grid], ski
     out.mkdir(parents=True, exist_ok=True)
     write_csv(rows, out / "episodes.csv")
     for name, grid in grids.items():
-        (out / f"{name}.md").write_text(markdown(grid))
+        atomic_write_text(out / f"{name}.md", markdown(grid))
     summary = {"command": command, "settings": settings,
                "skipped": [{"method": s.method, "seed": s.seed, "reason": s.reason} for s in skipped],
                "sanity_violations": list(problems),
                "grids": {name: grid.to_json() for name, grid in grids.items()}}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
-    (out / "README_results.md").write_text(readme_results(grids, skipped, out, command, settings))
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(out / "README_results.md", readme_results(grids, skipped, out, command, settings))
+
+
+def machine_description() -> str:
+    """CPU model and core count, for the README's note on how long a run took."""
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                 if line.startswith("model name")]
+        model = names[0] if names else model
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def splice_readme(readme: Path, section: str, run_note: str) -> None:
+    """Replace ``readme``'s "## Results" section (up to the next "## " heading) with ``section``, with
+    ``run_note`` as its first paragraph; the section is appended when the README has none."""
+    if not readme.is_file():
+        raise FileNotFoundError(f"{readme}: README not found (--readme names the file to update)")
+    heading, _, body = section.partition("\n")
+    new = f"{heading}\n\n{run_note}\n{body}"
+    lines = readme.read_text().splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == "## Results"), None)
+    if start is None:
+        text = "".join(lines).rstrip("\n") + "\n\n" + new
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        tail = "".join(lines[end:])
+        text = "".join(lines[:start]) + new + ("\n" + tail if tail else "")
+    atomic_write_text(readme, text)

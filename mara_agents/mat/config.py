@@ -32,11 +32,16 @@ class MATTrainConfig:
                 "(0: no validation, export the final model)"})
     validation_roots: int = field(default=2, metadata={"help": "roots of the validation workload"})
     validation_episodes: int = field(default=8, metadata={"help": "episodes per root of the validation workload"})
+    validation_stress_episodes: int = field(default=4, metadata={
+        "help": "also score this many stress-test episodes drawn from val curves; the validation score is the "
+                "mean of the two workloads' success rates (0: the mixture workload only)"})
     device: str = field(default="cpu", metadata={"help": "torch device: cpu or cuda"})
     threads: int = field(default=1, metadata={"help": "torch CPU threads"})
     num_envs: int = field(default=14, metadata={"help": "parallel environments per rollout"})
     rollout_steps: int = field(default=25, metadata={"help": "vector steps per rollout (per PPO update)"})
     lr: float = field(default=5e-4, metadata={"help": "Adam learning rate"})
+    anneal_lr: bool = field(default=True, metadata={
+        "help": "decay the learning rate linearly from lr to 0 over the run (damps late-run policy swings)"})
     gamma: float = field(default=1.0, metadata={"help": "discount γ (1: the undiscounted success count)"})
     gae_lambda: float = field(default=0.95, metadata={"help": "GAE λ"})
     clip: float = field(default=0.2, metadata={"help": "PPO ratio clip ε_PPO"})
@@ -68,8 +73,9 @@ class MATTrainConfig:
                      "validation_roots", "validation_episodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-        if self.validate_every < 0:
-            raise ValueError(f"validate_every must be ≥ 0, got {self.validate_every}")
+        if self.validate_every < 0 or self.validation_stress_episodes < 0:
+            raise ValueError("validate_every and validation_stress_episodes must be ≥ 0, got "
+                             f"{self.validate_every} and {self.validation_stress_episodes}")
         if self.num_envs * self.rollout_steps < self.minibatches:
             raise ValueError("num_envs × rollout_steps must be at least the number of minibatches")
 

@@ -7,7 +7,8 @@ TensorBoard, and write the resumable state every ``checkpoint_every`` env steps.
 **Checkpoint rule (fixed before any evaluation).**  Every ``validate_every`` env steps (at the first PPO
 update that crosses a multiple) and after the last update, the greedy policy is scored on the run's
 validation workload — episodes drawn from the bank's ``val`` curves (:mod:`mara_agents.mat.validation`) — and
-the model with the highest score so far is exported (ties keep the earlier one).  No evaluation workload,
+the model with the highest score so far is exported (ties keep the earlier one).  The validation workloads
+are a mixture at the training load and a small stress test (§5.4), weighted equally.  No evaluation workload,
 and no ``test`` curve, is ever looked at.  With ``validate_every = 0`` the final model is exported.
 
 The paper fixes its checkpoint at env step 10,500.  We do not: on our bank a policy at 10,500 steps (30
@@ -86,13 +87,27 @@ def crossed(step: int, steps: int, every: int) -> bool:
     return bool(every) and step // every > (step - steps) // every
 
 
+def validation_workloads(config: MATTrainConfig, run: Path, bank: str) -> list[Path]:
+    """The run's validation workload files (none without validation): the mixture, then the stress test."""
+    if not config.validate_every:
+        return []
+    workloads = [validation_workload(run / "validation.json", bank, config.task_set, config.arrival_prob,
+                                     config.validation_roots, config.validation_episodes)]
+    if config.validation_stress_episodes:
+        workloads.append(validation_workload(run / "validation_stress.json", bank, "stress", 0.0, 1,
+                                             config.validation_stress_episodes))
+    return workloads
+
+
 def selection_rule(config: MATTrainConfig) -> str:
     """The checkpoint rule in words, for the manifest."""
     if not config.validate_every:
         return "the final model (no validation)"
-    return (f"highest greedy success rate on the validation workload ({config.validation_roots} roots x "
-            f"{config.validation_episodes} episodes, {config.task_set} task set, val curves, "
-            f"p={config.arrival_prob}), scored every {config.validate_every} env steps and at the end; "
+    stress = (f" and {config.validation_stress_episodes} stress-test episodes (equal weight)"
+              if config.validation_stress_episodes else "")
+    return (f"highest greedy success rate on the validation workloads ({config.validation_roots} roots x "
+            f"{config.validation_episodes} episodes, {config.task_set} task set, p={config.arrival_prob}{stress}; "
+            f"val curves), scored every {config.validate_every} env steps and at the end; "
             "ties keep the earlier model (fixed before evaluation; no test curve used)")
 
 
@@ -155,9 +170,7 @@ def train(config: MATTrainConfig) -> TrainResult:
         trained_seconds = state["seconds"]
         print(f"resumed {state_path} at env step {global_step}", flush=True)
 
-    workload = (validation_workload(run / "validation.json", bank, config.task_set, config.arrival_prob,
-                                    config.validation_roots, config.validation_episodes)
-                if config.validate_every else None)
+    workloads = validation_workloads(config, run, bank)
     envs = VectorRollout(env_config, config.num_envs, predictor, seed=(config.seed, global_step), device=device)
     writer = SummaryWriter(str(run / "tb"), purge_step=global_step)
     settings = config.ppo()
@@ -165,6 +178,9 @@ def train(config: MATTrainConfig) -> TrainResult:
     started, last_saved, first_step, resumed_seconds = time.perf_counter(), global_step, global_step, trained_seconds
     while global_step < config.steps:
         tick = time.perf_counter()
+        if config.anneal_lr:
+            for group in optimizer.param_groups:
+                group["lr"] = config.lr * (1.0 - global_step / config.steps)
         rollout = envs.collect(model, value_norm, config.rollout_steps, sampler)
         collected = time.perf_counter()
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, rollout.last_value,
@@ -190,9 +206,8 @@ def train(config: MATTrainConfig) -> TrainResult:
               f"success {np.mean(rates) if rates else float('nan'):.3f} entropy {stats['entropy']:.3f} "
               f"value_loss {stats['value_loss']:.3f}", flush=True)
 
-        if workload is not None and (crossed(global_step, steps, config.validate_every)
-                                     or global_step >= config.steps):
-            score = validation_score(model, predictor, workload, bank)
+        if workloads and (crossed(global_step, steps, config.validate_every) or global_step >= config.steps):
+            score = validation_score(model, predictor, workloads, bank)
             writer.add_scalar("charts/validation_success_rate", score, global_step)
             print(f"validation at step {global_step}: success {score:.4f}", flush=True)
             best = max((s for _, s in validation), default=-1.0)
@@ -210,7 +225,7 @@ def train(config: MATTrainConfig) -> TrainResult:
                            global_step=global_step, update=update, seconds=trained_seconds,
                            config=dataclasses.asdict(config), validation=validation)
             last_saved = global_step
-    if workload is None:
+    if not workloads:
         export_policy(config.out_path, model, config.predictor,
                       manifest(config, model, global_step, trained_seconds, recent, validation))
     writer.close()

@@ -58,7 +58,7 @@ def tiny_config(bank_dir: Path, run_dir: Path, **changes: object) -> MATTrainCon
     """A few dozen env steps of MAT-over-WLS training (20 per update), scored on a one-episode validation
     workload every 20 steps: fast, but the whole loop runs."""
     settings = dict(predictor="wls", bank=str(bank_dir), run_dir=str(run_dir), steps=60, validate_every=20,
-                    validation_roots=1, validation_episodes=1, num_envs=2, rollout_steps=10, epochs=2,
+                    validation_roots=1, validation_episodes=1, validation_stress_episodes=1, num_envs=2, rollout_steps=10, epochs=2,
                     minibatches=2, checkpoint_every=20, dim=16)
     settings.update(changes)
     return MATTrainConfig(**settings)

@@ -31,9 +31,19 @@ def test_training_exports_the_best_validated_policy_with_a_manifest(trained):
     assert [step for step, _ in final] == [20, 40, 60]
 
 
-def test_the_validation_workload_uses_only_val_curves(trained, bank_dir):
-    workload = load_workload(trained.checkpoint.parent / "validation.json")
-    assert all("/val/" in curve for episode in workload.episodes for curve in episode.curve)
+def test_the_validation_workloads_use_only_val_curves(trained, bank_dir):
+    mixture = load_workload(trained.checkpoint.parent / "validation.json")
+    stress = load_workload(trained.checkpoint.parent / "validation_stress.json")
+    assert mixture.task_set == "id" and stress.task_set == "stress"
+    for workload in (mixture, stress):
+        assert all("/val/" in curve for episode in workload.episodes for curve in episode.curve)
+
+
+def test_the_learning_rate_decays_linearly_to_zero(trained):
+    state = load_run_state(trained.checkpoint.parent / "last.pt")
+    config = state["config"]
+    # The last update started at env step 40 of 60.
+    assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(config["lr"] * (1 - 40 / 60))
 
 
 def test_validation_can_be_switched_off(bank_dir, tmp_path):

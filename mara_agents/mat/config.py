@@ -30,9 +30,9 @@ class MATTrainConfig:
         "help": "checkpoint rule, fixed before evaluation: score the greedy policy on the validation workload "
                 "(val curves) every this many env steps and at the end, and export the best-scoring model "
                 "(0: no validation, export the final model)"})
-    validation_roots: int = field(default=2, metadata={"help": "roots of the validation workload"})
-    validation_episodes: int = field(default=8, metadata={"help": "episodes per root of the validation workload"})
-    validation_stress_episodes: int = field(default=4, metadata={
+    validation_roots: int = field(default=4, metadata={"help": "roots of the validation workload"})
+    validation_episodes: int = field(default=12, metadata={"help": "episodes per root of the validation workload"})
+    validation_stress_episodes: int = field(default=8, metadata={
         "help": "also score this many stress-test episodes drawn from val curves; the validation score is the "
                 "mean of the two workloads' success rates (0: the mixture workload only)"})
     device: str = field(default="cpu", metadata={"help": "torch device: cpu or cuda"})

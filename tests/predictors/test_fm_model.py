@@ -18,7 +18,7 @@ from mara_agents.predictors.fm import (
     load_predictor,
     save_checkpoint,
 )
-from mara_agents.predictors.fm.encoding import encode_history, static_context, thinned_positions
+from mara_agents.predictors.fm.encoding import STATIC_FEATURES, encode_history, static_context, thinned_positions
 from mara_agents.predictors.fm.model import flow_matching_loss, linear_path, sinusoidal_embedding
 
 SMALL = FMHyperParameters(hidden=8, history_points=16, width=16, time_dim=8)
@@ -138,3 +138,17 @@ def test_corrupt_checkpoint_error_names_the_file(tmp_path):
     torch.save({"something": "else"}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="other.pt"):
         load_model(tmp_path / "other.pt")
+
+
+def test_the_sampling_velocity_equals_the_plain_one():
+    """The factorised first layer used for sampling computes v_θ(z, u, c) of the plain forward pass."""
+    torch.manual_seed(0)
+    model = FlowMatchingModel().eval()
+    tasks, repeats = 5, 8
+    context = torch.randn(tasks, model.hparams.hidden + STATIC_FEATURES)
+    z = torch.randn(tasks * repeats, model.hparams.bins)
+    u = torch.full((tasks * repeats,), 0.25)
+    with torch.no_grad():
+        plain = model.velocity(z, u, context.repeat_interleave(repeats, dim=0))
+        fast = model.sampling_velocity(context, repeats)(z, u)
+    torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-5)

@@ -12,6 +12,7 @@ training examples by :meth:`FlowMatchingModel.set_statistics`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -109,3 +110,19 @@ class FlowMatchingModel(nn.Module):
     def velocity(self, z: torch.Tensor, u: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
         """v_θ(z_u, u, c) for flat batches: z (m, J), u (m,), context (m, C)."""
         return self.velocity_mlp(torch.cat([z, sinusoidal_embedding(u, self.hparams.time_dim), context], dim=-1))
+
+    def sampling_velocity(self, context: torch.Tensor, repeats: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """:meth:`velocity` for sampling: ``repeats`` noise rows per task (task-major) and one flow time per
+        Euler step.  The first layer is linear in [z, time embedding, c], so its context term is computed
+        once per task and its time term once per step rather than once per sample row; the same function
+        to float round-off, with about a third fewer FLOPs (the predictor's dominant CPU cost)."""
+        first, rest = self.velocity_mlp[0], self.velocity_mlp[1:]
+        bins, time_dim = self.hparams.bins, self.hparams.time_dim
+        w_z, w_t, w_c = first.weight.split([bins, time_dim, context.shape[-1]], dim=1)
+        context_term = (context @ w_c.T + first.bias).repeat_interleave(repeats, dim=0)
+
+        def velocity(z: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+            time_term = sinusoidal_embedding(u[:1], time_dim) @ w_t.T  # every row shares the step's u
+            return rest(z @ w_z.T + time_term + context_term)
+
+        return velocity

@@ -58,8 +58,7 @@ class FlowMatchingPredictor:
         n, bins = len(query), self.model.hparams.bins
         noise = torch.as_tensor(sobol_gaussian_points(self.n_samples, bins), dtype=dtype, device=device)
         z0 = noise.repeat(n, 1)                                              # (n·N, J), task-major
-        repeated = context.repeat_interleave(self.n_samples, dim=0)
-        z1 = euler_integrate(lambda z, u: self.model.velocity(z, u, repeated), z0, self.euler_steps)
+        z1 = euler_integrate(self.model.sampling_velocity(context, self.n_samples), z0, self.euler_steps)
         return self.model.unstandardise_target(z1).reshape(n, self.n_samples, bins).double().cpu().numpy()
 
     def predict(self, query: PredictorQuery) -> Prediction:

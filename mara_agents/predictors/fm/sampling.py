@@ -36,7 +36,10 @@ def sobol_gaussian_points(n_samples: int, dim: int, seed: int = SOBOL_SEED) -> n
 
 def euler_integrate(velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], z0: torch.Tensor,
                     steps: int) -> torch.Tensor:
-    """z_1 ≈ z_0 + Σ_k (1/K)·v(z_{u_k}, u_k) with u_k = k/K, k = 0..K−1 (explicit Euler on dz/du = v)."""
+    """z_1 ≈ z_0 + Σ_k (1/K)·v(z_{u_k}, u_k) with u_k = k/K, k = 0..K−1 (explicit Euler on dz/du = v).
+
+    ``velocity`` gets u as one value per row, all equal within a step.
+    """
     z = z0
     for k in range(steps):
         u = torch.full((z.shape[0],), k / steps, dtype=z.dtype, device=z.device)

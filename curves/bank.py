@@ -116,8 +116,7 @@ def _atomic_write_bytes(path: Path, write: Any) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     """Write JSON atomically, sorted and indented so that diffs of the manifest stay readable."""
-    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
-    _atomic_write_bytes(Path(path), lambda handle: handle.write(text.encode()))
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -11,9 +11,9 @@ the model with the highest score so far is exported (ties keep the earlier one).
 are a mixture at the training load and a small stress test (§5.4), weighted equally.  No evaluation workload,
 and no ``test`` curve, is ever looked at.  With ``validate_every = 0`` the final model is exported.
 
-The paper fixes its checkpoint at env step 10,500.  We do not: on our bank a policy at 10,500 steps (30
-PPO updates; no environment has finished its second episode) is still far below FIFO, and its quality
-moves by several points from one update to the next, so a fixed step would export noise.
+The paper fixes its checkpoint at env step 10,500.  We do not: with the default rollout a run has then made
+7 PPO updates and no environment has finished its first episode, and the greedy policy's validation score
+moves by several points from one check to the next, so a fixed step would export noise.
 
 **Resume.**  ``<run_dir>/last.pt`` holds model, optimiser, value normaliser, generator states and counters,
 written atomically.  A killed run restarted with the same command continues from the last save, losing at

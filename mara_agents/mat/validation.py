@@ -10,32 +10,47 @@ construction (§5.4) — and the score weighs them equally: a policy trained on 
 while still serving hopeless tasks to their deadlines, which the mixture episodes rarely punish.  Each
 workload is drawn from its own seed, once per run, and saved in the run directory so a resumed run scores
 against the same episodes.
+
+**Checking a checkpoint after training** (``python -m mara_agents.mat.validation TARGET ...``): scores
+shipped or freshly trained checkpoints, or registered methods for reference, on a second pair of workloads
+drawn from ``val`` curves with another seed (:data:`CHECK_SEED`), so no run ever selected a checkpoint on
+them.  It prints the mixture success rate, the stress success rate and in how many stress episodes every
+feasible task finished: the numbers to decide a training change on without looking at a ``test`` curve.
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from curves.bank import load_bank
+from curves.bank import DEFAULT_BANK, load_bank
+from mara_agents.checkpoint_io import bank_checksum
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.policy import MATPolicy
+from mara_agents.mat.policy import MATPolicy, load_mat_policy
+from mara_agents.policy import Policy
 from mara_agents.predictors.base import Predictor
+from mara_agents.registry import POLICIES, make_policy
 from mara_agents.runner import evaluate_workload
 from mara_env.fixed_workloads import build_workload
+from mara_env.tasksets import TASK_SETS
 from mara_env.workload import save_workload
 
 VALIDATION_SPLITS = ("val",)
 VALIDATION_SEED = 20261202  # distinct from the evaluation workloads' seed base
+CHECK_SEED = 777  # the check workloads: val curves too, but never used to select a checkpoint
 
 
-def validation_workload(path: Path, bank: str, task_set: str, load: float, roots: int, episodes: int) -> Path:
+def validation_workload(path: Path, bank: str, task_set: str, load: float, roots: int, episodes: int,
+                        seed_base: int = VALIDATION_SEED) -> Path:
     """The run's validation workload file: drawn once from ``val`` curves, then reused (also on resume)."""
     if not path.exists():
         drawn = build_workload(load_bank(bank), task_set, load, roots=roots, episodes=episodes,
-                               splits=VALIDATION_SPLITS, seed_base=VALIDATION_SEED)
+                               splits=VALIDATION_SPLITS, seed_base=seed_base)
         save_workload(path, drawn)
     return path
 
@@ -48,3 +63,69 @@ def validation_score(model: MATModel, predictor: Predictor, workloads: Sequence[
               for path in workloads]
     model.train(was_training)
     return float(np.mean(scores))
+
+
+def check_scores(policy: Policy, mixture: Path, stress: Path, bank: str) -> dict[str, float]:
+    """Mixture and stress success rates (%) and the stress episodes in which every feasible task finished."""
+    mixed = [row["success_rate"] for row in evaluate_workload(policy, mixture, bank=bank)]
+    stressed = evaluate_workload(policy, stress, bank=bank)
+    complete = sum(row["success_rate"] >= row["oracle_rate"] - 1e-9 for row in stressed)
+    return {"mixture": 100 * float(np.nanmean(mixed)),
+            "stress": 100 * float(np.mean([row["success_rate"] for row in stressed])),
+            "stress_complete": float(complete), "stress_episodes": float(len(stressed))}
+
+
+def _target_policy(target: str) -> Policy:
+    """A registered method name, or the path of an exported MAT checkpoint."""
+    if target in POLICIES:
+        return make_policy(target)
+    if not Path(target).is_file():
+        raise ValueError(f"{target!r} is neither a registered method ({', '.join(sorted(POLICIES))}) "
+                         "nor an existing MAT checkpoint file")
+    return load_mat_policy(target)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print one row of check scores per target."""
+    parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.validation",
+                                     description="Score MAT checkpoints (or registered methods) on check workloads "
+                                                 "drawn from val curves; no test curve is touched.")
+    parser.add_argument("targets", nargs="+", help="checkpoint .pt files or method names (fifo, lara, mara, ...)")
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), help="curve bank directory")
+    parser.add_argument("--dir", default="runs/check", help="where the check workload files are drawn once and kept")
+    parser.add_argument("--task-set", default="id", help="task set of the mixture workload (default: id)")
+    parser.add_argument("--load", type=float, default=0.04, help="arrival load p of the mixture (default: 0.04)")
+    parser.add_argument("--roots", type=int, default=4, help="roots of each workload (default: 4)")
+    parser.add_argument("--episodes", type=int, default=12, help="episodes per root (default: 12)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (default 1: the models are small, and parallel checks then do not "
+                             "fight over cores)")
+    args = parser.parse_args(argv)
+    if args.roots < 1 or args.episodes < 1 or args.threads < 1:
+        parser.error("--roots, --episodes and --threads must be ≥ 1")
+    if args.task_set not in TASK_SETS:
+        parser.error(f"unknown task set {args.task_set!r}; choose one of {sorted(TASK_SETS)}")
+    torch.set_num_threads(args.threads)
+    directory = Path(args.dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        tag = f"{args.roots}x{args.episodes}_seed{CHECK_SEED}_bank{bank_checksum(args.bank)[:10]}"
+        mixture = validation_workload(directory / f"{args.task_set}_p{args.load:g}_{tag}.json", args.bank,
+                                      args.task_set, args.load, args.roots, args.episodes, CHECK_SEED)
+        stress = validation_workload(directory / f"stress_{tag}.json", args.bank, "stress", 0.0, args.roots,
+                                     args.episodes, CHECK_SEED)
+        policies = [(target, _target_policy(target)) for target in args.targets]
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"check workloads (val curves, seed {CHECK_SEED}): {mixture} and {stress}")
+    print(f"{'target':<48} {'mixture %':>9} {'stress %':>9} {'stress complete':>16}")
+    for target, policy in policies:
+        scores = check_scores(policy, mixture, stress, args.bank)
+        print(f"{target:<48} {scores['mixture']:>9.2f} {scores['stress']:>9.2f} "
+              f"{int(scores['stress_complete']):>9d} of {int(scores['stress_episodes'])}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

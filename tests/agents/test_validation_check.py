@@ -1,0 +1,30 @@
+"""``python -m mara_agents.mat.validation``: scoring checkpoints on check workloads of val curves."""
+
+from __future__ import annotations
+
+from mara_agents.mat.validation import main
+from mara_env.workload import load_workload
+
+
+def check_rows(output: str) -> dict[str, list[str]]:
+    """Target → its printed cells (the first two lines are the workload paths and the header)."""
+    return {line.split()[0]: line.split()[1:] for line in output.splitlines()[2:]}
+
+
+def test_the_check_scores_a_checkpoint_and_a_method_on_val_curves_only(trained, bank_dir, tmp_path, capsys):
+    args = ["--bank", str(bank_dir), "--dir", str(tmp_path), "--roots", "1", "--episodes", "2"]
+    assert main([str(trained.checkpoint), "fifo", *args]) == 0
+    rows = check_rows(capsys.readouterr().out)
+    # The stress construction leaves FIFO nothing: it serves the seven hopeless early tasks to their deadlines.
+    assert rows["fifo"][1:] == ["0.00", "0", "of", "2"] and 0.0 < float(rows["fifo"][0]) <= 100.0
+    mixture, stress, complete = rows[str(trained.checkpoint)][:3]
+    assert 0.0 <= float(mixture) <= 100.0 and 0.0 <= float(stress) <= 65.0 and int(complete) <= 2
+    files = sorted(tmp_path.glob("*.json"))
+    assert [load_workload(path).task_set for path in files] == ["id", "stress"]
+    assert all("/val/" in curve for path in files for episode in load_workload(path).episodes
+               for curve in episode.curve)
+
+
+def test_the_check_names_a_target_it_cannot_load(bank_dir, tmp_path, capsys):
+    assert main(["no_such.pt", "--bank", str(bank_dir), "--dir", str(tmp_path)]) == 2
+    assert "'no_such.pt' is neither a registered method" in capsys.readouterr().err

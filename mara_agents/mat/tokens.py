@@ -4,6 +4,15 @@ One token per task slot, built only from the observation contract (``mara_env.fe
 predictor's remaining-batch estimates, plus one global token.  Features are scaled to O(1) here, once, so
 the network needs no input normalisation and rollout, training and evaluation see identical inputs.
 Works on single observations (K, ·) and on stacks (..., K, ·) alike.
+
+**A task with fewer than 4 observations has no estimate.**  For such a task the predictor returns its cap
+(about 2·B, DESIGN §5), a placeholder rather than a forecast.  Shown as a demand, the cap makes a newly
+admitted task look more hopeless than a task that truly cannot finish but whose curve FM still extrapolates
+below its target, and a policy that ranks tasks by slack may never probe it: in the stress test (§5.4) new
+tasks starved while the early tasks held all seven nodes.  So a slot's :data:`ESTIMATE_FEATURES` are 0 until
+its task has 4 observations, the usual encoding of a missing value beside its indicator (``warmup`` < 1).
+Adopted after a test on `val` curves only (``mara_agents/checkpoints/README.md``, "Why a new task shows no
+demand estimate").
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ SLOT_FEATURES: tuple[str, ...] = (
     "remaining_time",     # (deadline − t) / B
     "batches_done",       # s / B
     "log_loss_ratio",     # log(L / ε), clipped to [−5, 5]
-    "warmup",             # min(observations / 4, 1): how far the demand estimate is from trustworthy
+    "warmup",             # min(observations / 4, 1); below 1 the four estimate features are 0
     "queue_wait",         # admission wait / B
     "steps_left",         # (deadline − t) / T: the remaining deadline in absolute steps
     "predicted",          # predicted remaining batches / T
@@ -39,6 +48,7 @@ SLOT_FEATURES: tuple[str, ...] = (
     "time",               # t / T
 )
 NUM_SLOT_FEATURES = len(SLOT_FEATURES)
+ESTIMATE_FEATURES: tuple[str, ...] = ("predicted", "predicted_frac", "slack", "fits_alone")  # 0 until 4 observations
 NUM_GLOBAL_TOKEN_FEATURES = NUM_GLOBAL_FEATURES
 
 
@@ -58,6 +68,7 @@ def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -
     present = tasks[..., _F["present"]] > 0
     predicted = np.where(present, np.asarray(predicted, dtype=np.float32), 0.0)
     steps_left = tasks[..., _F["remaining_time"]] * budget
+    estimated = (tasks[..., _F["warmup"]] >= 1.0).astype(np.float32)  # 4+ observations
     columns = [
         tasks[..., _F["present"]],
         tasks[..., _F["remaining_time"]],
@@ -66,10 +77,10 @@ def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -
         tasks[..., _F["warmup"]],
         tasks[..., _F["queue_wait"]],
         steps_left / STEP_SCALE,
-        predicted / STEP_SCALE,
-        np.clip(predicted / budget, 0.0, 2.0),
-        np.clip((steps_left - predicted) / budget, -2.0, 2.0),
-        (predicted <= steps_left).astype(np.float32),
+        estimated * predicted / STEP_SCALE,
+        estimated * np.clip(predicted / budget, 0.0, 2.0),
+        estimated * np.clip((steps_left - predicted) / budget, -2.0, 2.0),
+        estimated * (predicted <= steps_left).astype(np.float32),
         tasks[..., _F["log_batch_size"]] / 5.0,
         np.where(present, tasks[..., _F["log_lr"]] - LOG_LR_CENTRE, 0.0),
     ]

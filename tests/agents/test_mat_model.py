@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from mara_agents.mat.masks import taken_before, teacher_forced_masks
 from mara_agents.mat.model import MATHyperParameters, MATModel
-from mara_agents.mat.tokens import NUM_SLOT_FEATURES, SLOT_FEATURES, build_tokens
+from mara_agents.mat.tokens import ESTIMATE_FEATURES, NUM_SLOT_FEATURES, SLOT_FEATURES, build_tokens
+from mara_env.features import TASK_FEATURE_INDEX
 
 M, K = 7, 10
 
@@ -100,12 +101,27 @@ def test_tokens_zero_empty_slots_and_flag_tasks_that_cannot_finish_alone():
     tasks = np.zeros((K, 11), dtype=np.float32)
     tasks[:2, 0] = 1.0
     tasks[:2, 1] = [0.5, 0.1]  # 50 and 10 steps left of B = 100
+    tasks[:2, TASK_FEATURE_INDEX["warmup"]] = 1.0  # 4+ observations: the estimates count
     obs = {"tasks": tasks, "global": np.full(4, 0.5, dtype=np.float32),
            "budget": np.array([100.0, 100.0] + [0.0] * (K - 2), dtype=np.float32)}
     tokens = build_tokens(obs, np.array([30.0, 30.0] + [0.0] * (K - 2)))
     fits = SLOT_FEATURES.index("fits_alone")
     assert tokens.slots[:2, fits].tolist() == [1.0, 0.0]
     assert not tokens.slots[2:].any() and tokens.present.tolist() == [True, True] + [False] * (K - 2)
+
+
+def test_tokens_leave_out_the_estimate_of_a_task_with_too_few_observations():
+    # Both tasks get the predictor's cap (600); only the one with 4 observations shows it as its demand.
+    tasks = np.zeros((K, 11), dtype=np.float32)
+    tasks[:2, 0] = 1.0
+    tasks[:2, 1] = 0.9
+    tasks[:2, TASK_FEATURE_INDEX["warmup"]] = [1.0, 0.75]
+    obs = {"tasks": tasks, "global": np.full(4, 0.5, dtype=np.float32),
+           "budget": np.array([300.0, 300.0] + [0.0] * (K - 2), dtype=np.float32)}
+    slots = build_tokens(obs, np.array([600.0, 600.0] + [0.0] * (K - 2))).slots
+    estimate = [SLOT_FEATURES.index(name) for name in ESTIMATE_FEATURES]
+    assert slots[0, SLOT_FEATURES.index("slack")] < 0 and slots[0, SLOT_FEATURES.index("predicted")] > 0
+    assert not slots[1, estimate].any() and slots[1, SLOT_FEATURES.index("warmup")] == 0.75
 
 
 def test_greedy_decoding_serves_when_serving_is_likelier_than_idling():

@@ -10,9 +10,9 @@ Works on single observations (K, ·) and on stacks (..., K, ·) alike.
 admitted task look more hopeless than a task that truly cannot finish but whose curve FM still extrapolates
 below its target, and a policy that ranks tasks by slack may never probe it: in the stress test (§5.4) new
 tasks starved while the early tasks held all seven nodes.  So a slot's :data:`ESTIMATE_FEATURES` are 0 until
-its task has 4 observations, the usual encoding of a missing value beside its indicator (``warmup`` < 1).
-Adopted after a test on `val` curves only (``mara_agents/checkpoints/README.md``, "Why a new task shows no
-demand estimate").
+its task has ``MIN_OBSERVATIONS`` observations (the predictor's own readiness rule), the usual encoding of a
+missing value beside its indicator (``warmup`` < 1).  Adopted after a test on `val` curves only
+(``mara_agents/checkpoints/README.md``, "Why a new task shows no demand estimate").
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_env.features import NUM_GLOBAL_FEATURES, TASK_FEATURE_INDEX
 
 _F = TASK_FEATURE_INDEX
@@ -68,7 +69,8 @@ def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -
     present = tasks[..., _F["present"]] > 0
     predicted = np.where(present, np.asarray(predicted, dtype=np.float32), 0.0)
     steps_left = tasks[..., _F["remaining_time"]] * budget
-    estimated = (tasks[..., _F["warmup"]] >= 1.0).astype(np.float32)  # 4+ observations
+    # The predictor's own readiness rule: below it the "estimate" is the cap placeholder.
+    estimated = (np.asarray(observation["history_len"]) >= MIN_OBSERVATIONS).astype(np.float32)
     columns = [
         tasks[..., _F["present"]],
         tasks[..., _F["remaining_time"]],

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from curves.bank import DEFAULT_BANK, load_bank
-from mara_agents.checkpoint_io import bank_checksum
+from mara_agents.checkpoint_io import CheckpointError, bank_checksum
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.policy import MATPolicy, load_mat_policy
 from mara_agents.policy import Policy
@@ -65,14 +65,13 @@ def validation_score(model: MATModel, predictor: Predictor, workloads: Sequence[
     return float(np.mean(scores))
 
 
-def check_scores(policy: Policy, mixture: Path, stress: Path, bank: str) -> dict[str, float]:
-    """Mixture and stress success rates (%) and the stress episodes in which every feasible task finished."""
+def check_scores(policy: Policy, mixture: Path, stress: Path, bank: str) -> tuple[float, float, int, int]:
+    """Mixture and stress success rates (%), and in how many of the stress episodes every feasible task finished."""
     mixed = [row["success_rate"] for row in evaluate_workload(policy, mixture, bank=bank)]
     stressed = evaluate_workload(policy, stress, bank=bank)
     complete = sum(row["success_rate"] >= row["oracle_rate"] - 1e-9 for row in stressed)
-    return {"mixture": 100 * float(np.nanmean(mixed)),
-            "stress": 100 * float(np.mean([row["success_rate"] for row in stressed])),
-            "stress_complete": float(complete), "stress_episodes": float(len(stressed))}
+    return (100 * float(np.nanmean(mixed)), 100 * float(np.mean([row["success_rate"] for row in stressed])),
+            complete, len(stressed))
 
 
 def _target_policy(target: str) -> Policy:
@@ -115,15 +114,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         stress = validation_workload(directory / f"stress_{tag}.json", args.bank, "stress", 0.0, args.roots,
                                      args.episodes, CHECK_SEED)
         policies = [(target, _target_policy(target)) for target in args.targets]
-    except (ValueError, OSError) as error:
+    except (ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"check workloads (val curves, seed {CHECK_SEED}): {mixture} and {stress}")
     print(f"{'target':<48} {'mixture %':>9} {'stress %':>9} {'stress complete':>16}")
     for target, policy in policies:
-        scores = check_scores(policy, mixture, stress, args.bank)
-        print(f"{target:<48} {scores['mixture']:>9.2f} {scores['stress']:>9.2f} "
-              f"{int(scores['stress_complete']):>9d} of {int(scores['stress_episodes'])}", flush=True)
+        mixed, stressed, complete, episodes = check_scores(policy, mixture, stress, args.bank)
+        print(f"{target:<48} {mixed:>9.2f} {stressed:>9.2f} {complete:>9d} of {episodes}", flush=True)
     return 0
 
 

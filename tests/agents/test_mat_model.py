@@ -101,9 +101,9 @@ def test_tokens_zero_empty_slots_and_flag_tasks_that_cannot_finish_alone():
     tasks = np.zeros((K, 11), dtype=np.float32)
     tasks[:2, 0] = 1.0
     tasks[:2, 1] = [0.5, 0.1]  # 50 and 10 steps left of B = 100
-    tasks[:2, TASK_FEATURE_INDEX["warmup"]] = 1.0  # 4+ observations: the estimates count
     obs = {"tasks": tasks, "global": np.full(4, 0.5, dtype=np.float32),
-           "budget": np.array([100.0, 100.0] + [0.0] * (K - 2), dtype=np.float32)}
+           "budget": np.array([100.0, 100.0] + [0.0] * (K - 2), dtype=np.float32),
+           "history_len": np.array([4, 4] + [0] * (K - 2))}  # enough observations: the estimates count
     tokens = build_tokens(obs, np.array([30.0, 30.0] + [0.0] * (K - 2)))
     fits = SLOT_FEATURES.index("fits_alone")
     assert tokens.slots[:2, fits].tolist() == [1.0, 0.0]
@@ -117,7 +117,8 @@ def test_tokens_leave_out_the_estimate_of_a_task_with_too_few_observations():
     tasks[:2, 1] = 0.9
     tasks[:2, TASK_FEATURE_INDEX["warmup"]] = [1.0, 0.75]
     obs = {"tasks": tasks, "global": np.full(4, 0.5, dtype=np.float32),
-           "budget": np.array([300.0, 300.0] + [0.0] * (K - 2), dtype=np.float32)}
+           "budget": np.array([300.0, 300.0] + [0.0] * (K - 2), dtype=np.float32),
+           "history_len": np.array([4, 3] + [0] * (K - 2))}
     slots = build_tokens(obs, np.array([600.0, 600.0] + [0.0] * (K - 2))).slots
     estimate = [SLOT_FEATURES.index(name) for name in ESTIMATE_FEATURES]
     assert slots[0, SLOT_FEATURES.index("slack")] < 0 and slots[0, SLOT_FEATURES.index("predicted")] > 0

@@ -28,3 +28,8 @@ def test_the_check_scores_a_checkpoint_and_a_method_on_val_curves_only(trained, 
 def test_the_check_names_a_target_it_cannot_load(bank_dir, tmp_path, capsys):
     assert main(["no_such.pt", "--bank", str(bank_dir), "--dir", str(tmp_path)]) == 2
     assert "'no_such.pt' is neither a registered method" in capsys.readouterr().err
+
+
+def test_the_check_refuses_a_checkpoint_of_another_kind(fm_checkpoint, bank_dir, tmp_path, capsys):
+    assert main([str(fm_checkpoint), "--bank", str(bank_dir), "--dir", str(tmp_path)]) == 2
+    assert "not a MAT checkpoint" in capsys.readouterr().err

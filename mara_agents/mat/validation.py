@@ -96,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load", type=float, default=0.04, help="arrival load p of the mixture (default: 0.04)")
     parser.add_argument("--roots", type=int, default=4, help="roots of each workload (default: 4)")
     parser.add_argument("--episodes", type=int, default=12, help="episodes per root (default: 12)")
+    parser.add_argument("--seed-base", type=int, default=CHECK_SEED,
+                        help=f"seed base of the check workloads (default: {CHECK_SEED}; never {VALIDATION_SEED}, the "
+                             "runs' selection seed)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (default 1: the models are small, and parallel checks then do not "
                              "fight over cores)")
@@ -104,20 +107,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--roots, --episodes and --threads must be ≥ 1")
     if args.task_set not in TASK_SETS:
         parser.error(f"unknown task set {args.task_set!r}; choose one of {sorted(TASK_SETS)}")
+    if args.seed_base == VALIDATION_SEED:
+        parser.error(f"--seed-base {VALIDATION_SEED} draws the episodes training selects checkpoints on; pick another")
     torch.set_num_threads(args.threads)
     directory = Path(args.dir)
     directory.mkdir(parents=True, exist_ok=True)
     try:
-        tag = f"{args.roots}x{args.episodes}_seed{CHECK_SEED}_bank{bank_checksum(args.bank)[:10]}"
+        tag = f"{args.roots}x{args.episodes}_seed{args.seed_base}_bank{bank_checksum(args.bank)[:10]}"
         mixture = validation_workload(directory / f"{args.task_set}_p{args.load:g}_{tag}.json", args.bank,
-                                      args.task_set, args.load, args.roots, args.episodes, CHECK_SEED)
+                                      args.task_set, args.load, args.roots, args.episodes, args.seed_base)
         stress = validation_workload(directory / f"stress_{tag}.json", args.bank, "stress", 0.0, args.roots,
-                                     args.episodes, CHECK_SEED)
+                                     args.episodes, args.seed_base)
         policies = [(target, _target_policy(target)) for target in args.targets]
     except (ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"check workloads (val curves, seed {CHECK_SEED}): {mixture} and {stress}")
+    print(f"check workloads (val curves, seed base {args.seed_base}): {mixture} and {stress}")
     print(f"{'target':<48} {'mixture %':>9} {'stress %':>9} {'stress complete':>16}")
     for target, policy in policies:
         mixed, stressed, complete, episodes = check_scores(policy, mixture, stress, args.bank)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from mara_agents.mat.validation import main
+import pytest
+
+from mara_agents.mat.validation import VALIDATION_SEED, main
 from mara_env.workload import load_workload
 
 
@@ -33,3 +35,9 @@ def test_the_check_names_a_target_it_cannot_load(bank_dir, tmp_path, capsys):
 def test_the_check_refuses_a_checkpoint_of_another_kind(fm_checkpoint, bank_dir, tmp_path, capsys):
     assert main([str(fm_checkpoint), "--bank", str(bank_dir), "--dir", str(tmp_path)]) == 2
     assert "not a MAT checkpoint" in capsys.readouterr().err
+
+
+def test_the_check_refuses_the_seed_that_training_selects_on(bank_dir, tmp_path):
+    with pytest.raises(SystemExit):
+        main(["fifo", "--bank", str(bank_dir), "--dir", str(tmp_path), "--seed-base", str(VALIDATION_SEED)])
+    assert not list(tmp_path.glob("*.json"))

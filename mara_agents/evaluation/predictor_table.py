@@ -19,7 +19,7 @@ from mara_agents.evaluation.stats import Stat
 from mara_env.workload import file_checksum
 
 COLUMNS = (("prefixes", "Prefixes", 1.0, 0), ("mae", "MAE", 1.0, 2), ("accuracy", "Acc. (%)", 100.0, 2),
-           ("ms_per_prefix", "ms/prefix", 1.0, 3))
+           ("at_horizon", "At horizon (%)", 100.0, 1), ("ms_per_prefix", "ms/prefix", 1.0, 3))
 FIGURES = ("fig3a_forecast.png", "fig3b_mae_by_rank.png")
 
 

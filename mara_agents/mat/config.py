@@ -8,7 +8,9 @@ there are nodes, so most transitions carry little signal and a PPO batch must be
 estimate to rise above noise.  With 14 environments × 25 steps (350 transitions) and 5 epochs, the greedy
 policy stayed at FIFO's level on the validation mixture (mean 60.3 % over three seeds, FIFO 60.1 %); with
 28 × 50 (1,400 transitions) and 10 epochs it reached 62.4–63.7 % (mean 63.0 %) with the same number of
-environment steps.  Both were measured on `val` curves only (2026-12-03).
+environment steps.  Both were measured on `val` curves only (2026-12-03).  Doubling again (56 × 50 for 200k
+steps, the same 71 updates) scored lower on the `val` check mixture over six seeds (60.9 against 61.7 %), so
+it was not adopted (``mara_agents/checkpoints/README.md``).
 """
 
 from __future__ import annotations

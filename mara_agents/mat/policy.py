@@ -9,10 +9,10 @@ observation is ignored, so the method name alone decides which predictor is used
 ``act_batch`` acts for many observations at once; the evaluation harness uses it to play all episodes of a
 workload file in lock-step (see ``mara_agents.runner.play_lockstep``).
 
-Evaluation decodes **greedily** by default, so it is deterministic: in node order, each node serves iff
-serving is more likely than idling under its masked distribution, and then takes its most likely slot (see
-:meth:`~mara_agents.mat.model.MATModel.act` for why not a plain arg-max).  ``sample=True`` samples from the
-policy with a seeded generator instead.
+Evaluation decodes **greedily** by default, so it is deterministic: in node order, each node takes its most
+likely legal slot and idles only when no occupied slot is left (work-conserving; see
+:meth:`~mara_agents.mat.model.MATModel.act` for why).  ``sample=True`` samples from the policy with a seeded
+generator instead, idle included.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ Protocol (fixed and deterministic):
 * FM inference follows paper Appendix A.2: 8 Sobol samples × 4 Euler steps on ID and RL OOD, 4 × 1 on
   ViT OOD (:data:`FM_INFERENCE`); WLS has no setting.
 * Metrics: capped remaining-batch MAE; budget-success accuracy — whether ``s + estimate ≤ B`` agrees with
-  ``c ≤ B``; and wall-clock milliseconds per prefix of one batched call over all the task set's prefixes
+  ``c ≤ B``; the share of answers *at the horizon* (the forecast never reaches ε within the recorded curve,
+  the same answer a predictor gives when it has none — compare it with the truth's share); and wall-clock milliseconds per prefix of one batched call over all the task set's prefixes
   (best of three, after a warm-up call).
 
 ``python -m mara_agents.predictors.bench`` prints the table and writes it (Markdown, CSV, JSON) with the
@@ -144,6 +145,7 @@ class BenchRow:
     prefixes: int
     mae: float
     accuracy: float
+    at_horizon: float
     ms_per_prefix: float
 
 
@@ -157,6 +159,11 @@ def budget_success_accuracy(estimate: np.ndarray, truth: np.ndarray, prefix: np.
     """Fraction of queries where "s + estimate ≤ B" agrees with the truth "c ≤ B" (a non-crossing truth is
     the horizon, length − s, and length = 2·max budget > B, so it counts as a failure)."""
     return float(np.mean((prefix + estimate <= budget) == (prefix + truth <= budget)))
+
+
+def horizon_share(estimate: np.ndarray, horizon: np.ndarray) -> float:
+    """Fraction of answers at (or past) the horizon: "ε is not reached within the recorded curve"."""
+    return float(np.mean(estimate >= horizon))
 
 
 def timed_predict(predictor: Predictor, query: PredictorQuery, repeats: int = 3) -> tuple[np.ndarray, float]:
@@ -178,6 +185,10 @@ class BenchResult:
     rows: list[BenchRow]
     estimates: dict[tuple[str, str], np.ndarray]
     queries: dict[str, QuerySet]
+
+    def truth_at_horizon(self) -> dict[str, float]:
+        """Per task set, the share of queries whose truth is the horizon (ε never reached in the curve)."""
+        return {name: horizon_share(q.truth, q.query.cap) for name, q in self.queries.items()}
 
 
 # (samples, Euler steps) of FM per task set where the paper departs from the default 8 × 4 (Appendix A.2:
@@ -207,21 +218,26 @@ def benchmark(bank: CurveBank, predictors: Mapping[str, Predictor], seed: int = 
             rows.append(BenchRow(task_set, name, len(queries.truth),
                                  capped_mae(estimate, queries.truth, queries.query.cap),
                                  budget_success_accuracy(estimate, queries.truth, queries.prefix, queries.budget),
+                                 horizon_share(estimate, queries.query.cap),
                                  1e3 * seconds / len(queries.truth)))
     return BenchResult(rows, estimates, query_sets)
 
 
-def format_table(rows: Sequence[BenchRow]) -> str:
-    """Markdown Table 1, plus the FM/WLS latency ratio per task set when both are present."""
-    lines = ["| Task set | Model | Prefixes | MAE ↓ | Acc. (%) ↑ | ms/prefix ↓ |",
-             "|---|---|---:|---:|---:|---:|"]
+def format_table(rows: Sequence[BenchRow], truth_at_horizon: Mapping[str, float] | None = None) -> str:
+    """Markdown Table 1, plus the FM/WLS latency ratio per task set when both are present, and the truth's
+    share at the horizon (what a perfect predictor's "at horizon" column would read) when given."""
+    lines = ["| Task set | Model | Prefixes | MAE ↓ | Acc. (%) ↑ | At horizon (%) | ms/prefix ↓ |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {r.task_set} | {r.model} | {r.prefixes} | {r.mae:.2f} | {100 * r.accuracy:.2f} | "
-              f"{r.ms_per_prefix:.3f} |" for r in rows]
+              f"{100 * r.at_horizon:.1f} | {r.ms_per_prefix:.3f} |" for r in rows]
     by_key = {(r.task_set, r.model): r for r in rows}
     ratios = [f"{t}: {by_key[t, 'FM'].ms_per_prefix / by_key[t, 'WLS'].ms_per_prefix:.1f}×"
               for t in TASK_SETS if (t, "FM") in by_key and (t, "WLS") in by_key]
     if ratios:
         lines.append("\nFM/WLS latency ratio — " + ", ".join(ratios))
+    if truth_at_horizon:
+        lines.append("\nTruth at the horizon (the stored curve never reaches ε) — "
+                     + ", ".join(f"{t}: {100 * share:.1f} %" for t, share in truth_at_horizon.items()))
     settings = ", ".join(f"{samples} × {steps} on {t}" for t, (samples, steps) in FM_INFERENCE.items())
     lines.append(f"\nFM inference: 8 samples × 4 Euler steps, except {settings} (paper Appendix A.2).")
     return "\n".join(lines)
@@ -288,10 +304,10 @@ def plot_figure3(bank: CurveBank, queries: QuerySet, fm: FlowMatchingPredictor, 
     return paths
 
 
-def write_results(rows: Sequence[BenchRow], out: Path) -> None:
+def write_results(rows: Sequence[BenchRow], out: Path, truth_at_horizon: Mapping[str, float] | None = None) -> None:
     """table.md, table.csv and table.json under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "table.md").write_text(format_table(rows) + "\n")
+    (out / "table.md").write_text(format_table(rows, truth_at_horizon) + "\n")
     with open(out / "table.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(asdict(rows[0])))
         writer.writeheader()
@@ -315,8 +331,8 @@ def main(argv: Sequence[str] | None = None) -> list[BenchRow]:
     fm = load_predictor(args.checkpoint, args.device)
     result = benchmark(bank, {"WLS": WLSPredictor(), "FM": fm}, args.seed)
     out = Path(args.out)
-    write_results(result.rows, out)
-    print(format_table(result.rows))
+    write_results(result.rows, out, result.truth_at_horizon())
+    print(format_table(result.rows, result.truth_at_horizon()))
     print(f"(torch threads: {args.threads}, device: {args.device})")
     if uncalibrated_families(bank):
         print(f"left out, no calibrated ε/budget rule yet: {', '.join(uncalibrated_families(bank))}")

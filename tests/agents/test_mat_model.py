@@ -29,12 +29,18 @@ def is_matching(actions: np.ndarray, present: np.ndarray) -> bool:
 
 
 class FixedLogits(MATModel):
-    """A MAT whose decoder outputs whatever logits the test sets."""
+    """A MAT whose decoder outputs whatever (1, M, K + 1) logits the test sets, in both decoding paths:
+    all nodes at once under teacher forcing, node by node (one row per call, in node order) when acting."""
 
     fixed: torch.Tensor
+    single_row_calls = 0
 
-    def logits(self, memory, present, actions):
-        return self.fixed
+    def pointer_logits(self, h, slot_keys):
+        if h.shape[1] == M:
+            return self.fixed
+        node = self.single_row_calls % M
+        self.single_row_calls += 1
+        return self.fixed[:, node:node + 1]
 
 
 FIXED = FixedLogits(MATHyperParameters(dim=8))
@@ -125,13 +131,12 @@ def test_tokens_leave_out_the_estimate_of_a_task_with_too_few_observations():
     assert not slots[1, estimate].any() and slots[1, SLOT_FEATURES.index("warmup")] == 0.75
 
 
-def test_greedy_decoding_serves_when_serving_is_likelier_than_idling():
-    # Idle is the single most likely choice (0.3) but serving some slot has 0.7: greedy serves slot 0.
+def test_greedy_decoding_is_work_conserving():
+    # Idle is by far the most likely choice, yet greedy nodes take the remaining legal slots, likeliest first,
+    # and only the nodes left over once every occupied slot is taken idle.
     model = FIXED
-    row = torch.log(torch.tensor([0.3, 0.2, 0.18, 0.16, 0.16] + [1e-9] * (K - 4)))
+    row = torch.log(torch.tensor([0.9, 0.01, 0.03, 0.02, 0.04] + [1e-9] * (K - 4)))
     model.fixed = row.expand(1, M, K + 1).clone()
     present = torch.tensor([[True] * 4 + [False] * (K - 4)])
     actions, _, _ = model.act(torch.zeros(1, K, NUM_SLOT_FEATURES), torch.zeros(1, 4), present)
-    # Each later node serves while the serve mass left after earlier picks still exceeds idle's.
-    assert actions[0, 0].item() == 1 and actions[0, 1].item() == 2
-    assert is_matching(actions[0].numpy(), present[0].numpy())
+    assert actions[0].tolist() == [4, 2, 3, 1, 0, 0, 0]

@@ -18,6 +18,7 @@ from mara_agents.predictors.bench import (
     capped_mae,
     crossing_batch,
     draw_task,
+    horizon_share,
     main,
     query_prefixes,
     task_set_of,
@@ -63,6 +64,8 @@ def test_metrics_on_hand_made_numbers():
     assert capped_mae(np.array([12.0, 500.0]), truth, horizon) == 1.0  # 500 is clipped to the horizon
     prefix, budget = np.array([5, 5]), np.array([20, 20])
     assert budget_success_accuracy(np.array([12.0, 10.0]), truth, prefix, budget) == 0.5
+    assert horizon_share(np.array([12.0, 500.0]), horizon) == 0.5  # past the horizon counts as at it
+    assert horizon_share(truth, horizon) == 0.5
 
 
 class Oracle:
@@ -82,6 +85,8 @@ def test_an_oracle_scores_perfectly_and_wls_does_not(tiny_bank):
     rows, estimates = result.rows, result.estimates
     assert [(r.task_set, r.model) for r in rows][:2] == [("ID", "oracle"), ("ID", "WLS")]
     assert all(r.mae == 0.0 and r.accuracy == 1.0 for r in rows if r.model == "oracle")
+    truth_share = result.truth_at_horizon()
+    assert all(r.at_horizon == truth_share[r.task_set] for r in rows if r.model == "oracle")
     assert any(r.mae > 0.0 for r in rows if r.model == "WLS")
     assert estimates["ID", "WLS"].shape == sets["ID"].truth.shape
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from mara_agents.evaluation.grid import Grid
 from mara_agents.evaluation.methods import BOUND_LABELS, CLAIRVOYANT, ORACLE, spec_for
-from mara_agents.evaluation.stats import Cell, Stat, paper_stat
+from mara_agents.evaluation.stats import Cell, Stat, paired_difference, paper_stat
 
 MAIN_LOAD = 0.04
 TASK_SET_LABELS = {"id": "ID", "rl_ood": "RL OOD", "vit_ood": "ViT OOD", "stress": "Stress"}
@@ -105,15 +105,18 @@ def _labels(methods: Sequence[str], bounds: Sequence[str] = ()) -> list[str]:
     return [spec_for(m).label for m in methods] + [BOUND_LABELS[b] for b in bounds]
 
 
+def task_set_groups(cells: list[Cell]) -> list[tuple[str, list[Cell]]]:
+    """A row per task set, then the equal-weight "Average" over all of them when there are several."""
+    groups = [(TASK_SET_LABELS.get(c[0], c[0]), [c]) for c in cells]
+    return groups + [("Average", cells)] if len(cells) > 1 else groups
+
+
 def table_by_task_set(name: str, title: str, methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]],
                       skipped: set[str]) -> Grid:
     """Tables 2 and 5: a row per task set (+ equal-weight Average), a column per method, then the bounds."""
     columns = [*methods, *BOUNDS]
     grid = Grid(name, title, "Task set", [], _labels(methods, BOUNDS), note=BOUND_NOTE)
-    groups = [(TASK_SET_LABELS.get(c[0], c[0]), [c]) for c in cells]
-    if len(cells) > 1:
-        groups.append(("Average", cells))
-    for row, group in groups:
+    for row, group in task_set_groups(cells):
         grid.rows.append(row)
         for method, col in zip(columns, grid.cols):
             grid.set(row, col, _stat_or_skip(rows, method, group, skipped))
@@ -133,6 +136,8 @@ def build_grids(experiments: Sequence[str], selection: Selection, rows: list[dic
             grids[experiment] = table_by_task_set(
                 "table2", f"Table 2. Main allocation results at {load}: success rate (%), mean ± sample std",
                 methods, cells, rows, skipped)
+            if "mara" in methods and len(methods) > 1:
+                grids["paired"] = _paired(methods, cells, rows, skipped, load)
         elif experiment == "table5":
             grids[experiment] = table_by_task_set(
                 "table5", f"Table 5. Reward shaping ablation at {load}: success rate (%), mean ± sample std",
@@ -192,7 +197,7 @@ def _clairvoyant(cells: list[Cell], rows: list[dict[str, Any]]) -> Grid:
         oracle, clairvoyant = paper_stat(rows, ORACLE, [cell]), paper_stat(rows, CLAIRVOYANT, [cell])
         grid.set(row, "Oracle", oracle)
         grid.set(row, "Clairvoyant", clairvoyant)
-        grid.set(row, "Oracle − Clairvoyant", _difference(rows, ORACLE, CLAIRVOYANT, cell))
+        grid.set(row, "Oracle − Clairvoyant", paired_difference(rows, ORACLE, CLAIRVOYANT, [cell]))
         played = sorted({r["method"] for r in rows if (r["task_set"], r["load"]) == cell} - set(BOUNDS))
         best = [(s.mean, m, s) for m in played if (s := paper_stat(rows, m, [cell])) is not None]
         if best:
@@ -202,11 +207,18 @@ def _clairvoyant(cells: list[Cell], rows: list[dict[str, Any]]) -> Grid:
     return grid
 
 
-def _difference(rows: list[dict[str, Any]], first: str, second: str, cell: Cell) -> Stat | None:
-    """Per-root difference of two bounds' success rates (points), mean ± sample std."""
-    ident = ("task_set", "load", "root", "episode")
-    other = {tuple(r[k] for k in ident): r["success_rate"] for r in rows if r["method"] == second}
-    paired = [dict(r, method="difference", success_rate=r["success_rate"] - other[tuple(r[k] for k in ident)])
-              for r in rows if r["method"] == first and (r["task_set"], r["load"]) == cell
-              and tuple(r[k] for k in ident) in other]
-    return paper_stat(paired, "difference", [cell])
+def _paired(methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]], skipped: set[str],
+            load: str) -> Grid:
+    """Table 2's MARA lead over every other method, paired by evaluation root (see ``paired_difference``)."""
+    others = [m for m in methods if m != "mara"]
+    grid = Grid("paired", f"MARA − method at {load}, paired by evaluation root: success-rate points, mean ± sample "
+                          "std over roots", "Task set", [], [f"MARA − {spec_for(m).label}" for m in others],
+                note="Per root, each method's success rate (MAT methods averaged over their training seeds); the "
+                     "std is over the roots' differences, so it excludes the workload variation that both "
+                     "methods share.")
+    for row, group in task_set_groups(cells):
+        grid.rows.append(row)
+        for method, col in zip(others, grid.cols):
+            value = SKIPPED if {"mara", method} & skipped else paired_difference(rows, "mara", method, group)
+            grid.set(row, col, value)
+    return grid

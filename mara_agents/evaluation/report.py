@@ -25,6 +25,7 @@ from mara_agents.evaluation.methods import BOUND_LABELS, Availability, spec_for
 CSV_COLUMNS = ("method", "label", "seed", "task_set", "load", "root", "episode", *METRICS)
 SECTIONS = (
     ("table2", "Main results (paper Table 2)"),
+    ("paired", "MARA's lead, paired by evaluation root (our addition)"),
     ("table3", "Infeasible-task stress test (paper Table 3)"),
     ("fig4", "Load generalisation (paper Figure 4)"),
     ("table4", "Operational diagnostics (paper Table 4)"),

@@ -62,6 +62,29 @@ def paper_stat(rows: Iterable[dict[str, Any]], method: str, cells: Sequence[Cell
     return Stat(float(data.mean()), float(data.std(ddof=1)) if data.size > 1 else float("nan"), int(data.size))
 
 
+def paired_difference(rows: Iterable[dict[str, Any]], first: str, second: str, cells: Sequence[Cell],
+                      scale: float = 100.0) -> Stat | None:
+    """``first`` − ``second`` paired by evaluation root: mean ± sample std over the roots both played.
+
+    Both methods play the same episodes of a root, so the per-root difference removes the workload's own
+    variation, which dominates the spread of :func:`paper_stat`.  A method with training seeds is first
+    averaged over its seeds within the root.
+    """
+    rows = list(rows)
+    per_root = []
+    for method in (first, second):
+        by_root: dict[Any, list[float]] = defaultdict(list)
+        for (_, root), value in run_values(rows, method, cells, "success_rate").items():
+            by_root[root].append(value)
+        per_root.append({root: _nanmean(values) for root, values in by_root.items()})
+    roots = sorted(set(per_root[0]) & set(per_root[1]), key=repr)
+    data = scale * np.array([per_root[0][r] - per_root[1][r] for r in roots], dtype=float)
+    data = data[~np.isnan(data)]
+    if data.size == 0:
+        return None
+    return Stat(float(data.mean()), float(data.std(ddof=1)) if data.size > 1 else float("nan"), int(data.size))
+
+
 def _nanmean(values: Sequence[float]) -> float:
     array = np.asarray(values, dtype=float)
     return float(array[~np.isnan(array)].mean()) if np.any(~np.isnan(array)) else float("nan")

@@ -1,4 +1,5 @@
-"""The paper's statistic: episode mean per run, equal weight across cells, sample std across runs."""
+"""The paper's statistic (episode mean per run, equal weight across cells, sample std across runs) and the
+paired-by-root difference."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import math
 
 import pytest
 
-from mara_agents.evaluation.stats import paper_stat
+from mara_agents.evaluation.experiments import Selection, build_grids
+from mara_agents.evaluation.stats import paired_difference, paper_stat
 
 
 def row(method, seed, task_set, root, episode, rate, load=0.04):
@@ -42,3 +44,26 @@ def test_a_run_missing_a_cell_is_left_out_of_the_average():
 
 def test_a_method_without_rows_has_no_statistic():
     assert paper_stat([row("m", None, "id", 0, 0, 1.0)], "other", [("id", 0.04)]) is None
+
+
+def test_paired_difference_averages_seeds_within_a_root_and_pairs_only_common_roots():
+    rows = [row("a", 0, "id", 0, 0, 0.6), row("a", 1, "id", 0, 0, 0.8), row("a", 0, "id", 1, 0, 0.5),
+            row("a", 1, "id", 1, 0, 0.5), row("b", None, "id", 0, 0, 0.6), row("b", None, "id", 1, 0, 0.2),
+            row("b", None, "id", 2, 0, 0.9)]  # root 2: only b played it, so it is left out
+    stat = paired_difference(rows, "a", "b", [("id", 0.04)])
+    assert stat.runs == 2
+    assert stat.mean == pytest.approx(20.0)  # root 0: 0.7 − 0.6, root 1: 0.5 − 0.2
+    assert stat.std == pytest.approx(math.sqrt(2) * 10.0)
+    assert paired_difference(rows, "a", "missing", [("id", 0.04)]) is None
+
+
+def test_table2_with_mara_comes_with_the_paired_lead_table():
+    selection = Selection(methods=("mara", "fifo"), policies=(), task_sets=("id", "rl_ood"), loads=(0.04,))
+    rows = [row("mara", seed, ts, root, 0, 0.5 + 0.1 * root + 0.01 * seed) for seed in range(3)
+            for ts in ("id", "rl_ood") for root in range(2)]
+    rows += [row("fifo", None, ts, root, 0, 0.5) for ts in ("id", "rl_ood") for root in range(2)]
+    paired = build_grids(["table2"], selection, rows, skipped=set())["paired"]
+    assert paired.cols == ["MARA − FIFO"] and paired.rows == ["ID", "RL OOD", "Average"]
+    assert paired.get("ID", "MARA − FIFO").mean == pytest.approx(100 * (0.01 + 0.11) / 2)
+    skipped = build_grids(["table2"], selection, rows, skipped={"fifo"})["paired"]
+    assert skipped.get("Average", "MARA − FIFO") == "skipped"

@@ -56,10 +56,7 @@ def paper_stat(rows: Iterable[dict[str, Any]], method: str, cells: Sequence[Cell
     """The paper's mean ± sample std of ``metric`` (× ``scale``) for one method over ``cells``; None if no run."""
     values = run_values(rows, method, cells, metric)
     data = scale * np.array([values[run] for run in sorted(values, key=repr)], dtype=float)  # fixed order: same sums
-    data = data[~np.isnan(data)]
-    if data.size == 0:
-        return None
-    return Stat(float(data.mean()), float(data.std(ddof=1)) if data.size > 1 else float("nan"), int(data.size))
+    return _stat_over_runs(data)
 
 
 def paired_difference(rows: Iterable[dict[str, Any]], first: str, second: str, cells: Sequence[Cell],
@@ -79,6 +76,11 @@ def paired_difference(rows: Iterable[dict[str, Any]], first: str, second: str, c
         per_root.append({root: _nanmean(values) for root, values in by_root.items()})
     roots = sorted(set(per_root[0]) & set(per_root[1]), key=repr)
     data = scale * np.array([per_root[0][r] - per_root[1][r] for r in roots], dtype=float)
+    return _stat_over_runs(data)
+
+
+def _stat_over_runs(data: np.ndarray) -> Stat | None:
+    """Mean ± sample std of the runs' finite values; None if there is none."""
     data = data[~np.isnan(data)]
     if data.size == 0:
         return None

@@ -216,8 +216,8 @@ class MATModel(nn.Module):
         with ``generator=None``, decodes greedily and *work-conservingly*: it takes its most likely legal slot
         whenever one is left, and idles only when none is.  Serving costs nothing in the simulator, so an idle
         node beside a waiting task cannot help that step; yet a greedy rule that lets idle win (arg-max over
-        {idle, slot 1..K}, or "serve iff P(serve) > 0.5") idled nodes next to waiting warm-up and
-        FM-feasible tasks on 6 % of the steps for one training seed.  Measured on ``val`` check workloads, the
+        {idle, slot 1..K}, or "serve iff P(serve) > 0.5") idled nodes next to waiting warm-up or
+        FM-feasible tasks on up to 6 % of the steps for one training seed.  Measured on ``val`` check workloads, the
         work-conserving rule scored higher on the mixture for every one of nine MARA seeds (mean 62.46 against
         61.47 %, stress unchanged at 65 %); see ``mara_agents/checkpoints/README.md``.  Sampling keeps idle as a
         choice, so training and its log-probabilities are unchanged.

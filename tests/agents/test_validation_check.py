@@ -9,8 +9,10 @@ from mara_env.workload import load_workload
 
 
 def check_rows(output: str) -> dict[str, list[str]]:
-    """Target → its printed cells (the first two lines are the workload paths and the header)."""
-    return {line.split()[0]: line.split()[1:] for line in output.splitlines()[2:]}
+    """Target → its printed table cells (the first two lines are the workload paths and the header; a list of
+    incomplete stress episodes may follow the table)."""
+    table = output.split("\nstress episodes (root/episode)")[0]
+    return {line.split()[0]: line.split()[1:] for line in table.splitlines()[2:]}
 
 
 def test_the_check_scores_a_checkpoint_and_a_method_on_val_curves_only(trained, bank_dir, tmp_path, capsys):
@@ -41,3 +43,13 @@ def test_the_check_refuses_the_seed_that_training_selects_on(bank_dir, tmp_path)
     with pytest.raises(SystemExit):
         main(["fifo", "--bank", str(bank_dir), "--dir", str(tmp_path), "--seed-base", str(VALIDATION_SEED)])
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_a_stress_only_check_lists_the_episodes_that_left_a_feasible_task_unfinished(bank_dir, tmp_path, capsys):
+    args = ["--bank", str(bank_dir), "--dir", str(tmp_path), "--roots", "2", "--episodes", "1", "--stress-only"]
+    assert main(["fifo", *args]) == 0
+    output = capsys.readouterr().out
+    assert check_rows(output)["fifo"] == ["-", "0.00", "0", "of", "2"]
+    # FIFO finishes none of the 13 feasible short tasks in either episode, and the listing names both.
+    assert output.rstrip().endswith("fifo: 0/0 (0 of 13), 1/0 (0 of 13)")
+    assert [load_workload(path).task_set for path in tmp_path.glob("*.json")] == ["stress"]

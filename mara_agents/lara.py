@@ -51,10 +51,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from mara_agents.baselines import serve_in_order
-from mara_agents.policy import stack_observations
+from mara_agents.predictive import PredictiveAllocator
 from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
-from mara_agents.predictors.memo import StepMemo
-from mara_agents.predictors.wrapper import predict_remaining
 from mara_env.features import TASK_FEATURE_INDEX
 
 _PRESENT = TASK_FEATURE_INDEX["present"]
@@ -108,29 +106,12 @@ def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: i
     return np.asarray(best, dtype=np.int64)
 
 
-class LARAPolicy:
-    """The LARA allocator over any batched predictor (``lara``: WLS, ``lara-fm``: FM).
-
-    Self-contained: it computes ``predicted_remaining`` from the raw observation's history with its own
-    predictor, so it plays the plain Gymnasium env, workload files and the PettingZoo envs (via
-    :class:`~mara_agents.policy.NodeActor`) without a wrapper.  ``act_batch`` decides for many episodes
-    with one predictor call, which the evaluation harness uses to play workload files in lock-step.
-    """
+class LARAPolicy(PredictiveAllocator):
+    """The LARA allocator over any batched predictor (``lara``: WLS, ``lara-fm``: FM); see the module text."""
 
     def __init__(self, predictor: Predictor, warmup: int = MIN_OBSERVATIONS):
-        self.predictor = StepMemo(predictor)  # unserved tasks keep last step's estimate (memo.py)
+        super().__init__(predictor)
         self.warmup = warmup
-
-    def reset(self) -> None:
-        """Stateless between steps: every decision is recomputed from the observation."""
-
-    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        return self.act_batch([observation])[0]
-
-    def act_batch(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
-        """Actions (N, M): one predictor call for all N observations, then each one's subset search."""
-        predicted = predict_remaining(stack_observations(observations), self.predictor)
-        return np.stack([self.decide(observation, row) for observation, row in zip(observations, predicted)])
 
     def decide(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
         """The joint action for one observation given its slots' predicted remaining batches (K,)."""

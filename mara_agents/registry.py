@@ -15,6 +15,7 @@ so the method name alone decides the predictor.
 | ``mara-sparse`` | MAT       | FM        | ``mara_agents/checkpoints/mara_sparse_seed{seed}.pt`` (Table 5) |
 | ``lara``        | LARA      | WLS       | —                                                         |
 | ``lara-fm``     | LARA      | FM        | FM checkpoint                                             |
+| ``slack-fm``    | slack ranking (not in the paper) | FM | FM checkpoint                          |
 | ``fifo``, ``edf`` | naive   | —         | —                                                         |
 | ``random``      | uniform matching | —  | —                                                         |
 
@@ -51,13 +52,15 @@ def _mat(name: str) -> Callable[..., Policy]:
     return build
 
 
-def _lara(predictor: str) -> Callable[..., Policy]:
+def _predictive(allocator: str, predictor: str) -> Callable[..., Policy]:
     def build(fm_checkpoint: str = "", device: str = "cpu") -> Policy:
-        """LARA's feasible-subset allocator over the named predictor."""
+        """A predictor-driven allocator (LARA's feasible subset, or the slack ranking) over the named predictor."""
         from mara_agents.lara import LARAPolicy
         from mara_agents.mat.policy import make_predictor
-        return LARAPolicy(make_predictor(predictor, fm_checkpoint, device))
-    build.__name__ = f"make_lara_{predictor}"
+        from mara_agents.slack import SlackPolicy
+        allocators = {"lara": LARAPolicy, "slack": SlackPolicy}
+        return allocators[allocator](make_predictor(predictor, fm_checkpoint, device))
+    build.__name__ = f"make_{allocator}_{predictor}"
     return build
 
 
@@ -65,8 +68,9 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "mara": _mat("mara"),
     "mara-wls": _mat("mara-wls"),
     "mara-sparse": _mat("mara-sparse"),
-    "lara": _lara("wls"),
-    "lara-fm": _lara("fm"),
+    "lara": _predictive("lara", "wls"),
+    "lara-fm": _predictive("lara", "fm"),
+    "slack-fm": _predictive("slack", "fm"),
     "fifo": FIFOPolicy,
     "edf": EDFPolicy,
     "random": RandomPolicy,

@@ -18,16 +18,22 @@ from mara_agents.evaluation.stats import Cell, Stat, paired_difference, paper_st
 MAIN_LOAD = 0.04
 TASK_SET_LABELS = {"id": "ID", "rl_ood": "RL OOD", "vit_ood": "ViT OOD", "stress": "Stress"}
 MAIN_METHODS = ("mara", "mara-wls", "lara", "lara-fm", "fifo", "edf")
-# The methods each paper experiment shows; --methods replaces them (except Table 5, a fixed ablation pair).
-PAPER_METHODS = {
-    "table2": MAIN_METHODS,
-    "table3": MAIN_METHODS,
-    "fig4": ("mara", "lara", "fifo", "edf"),
+# Not in the paper: a hand-written allocator over the same FM estimates (mara_agents/slack.py), shown beside
+# the paper's methods so that MARA's numbers can be read against what the estimates buy without learning.
+REFERENCE_METHODS = ("slack-fm",)
+REFERENCE_NOTE = ("FM-slack is not in the paper: a hand-written allocator over the same FM estimates "
+                  "(warm-up tasks first, then tasks predicted to fit by least slack, then the rest; "
+                  "mara_agents/slack.py).")
+# The methods each experiment shows by default; --methods replaces them (except Table 5, a fixed ablation pair).
+DEFAULT_METHODS = {
+    "table2": MAIN_METHODS + REFERENCE_METHODS,
+    "table3": MAIN_METHODS + REFERENCE_METHODS,
+    "fig4": ("mara", "lara", "fifo", "edf", *REFERENCE_METHODS),
     "table4": ("mara", "mara-wls", "fifo", "edf"),
     "table5": ("mara", "mara-sparse"),
     "clairvoyant": (),
 }
-ALLOCATION_EXPERIMENTS = tuple(PAPER_METHODS)
+ALLOCATION_EXPERIMENTS = tuple(DEFAULT_METHODS)
 OPERATIONAL = (("utilisation", "Util. (%)", 100.0, 1), ("queue_full", "Queue full (%)", 100.0, 1),
                ("waiting", "Waiting", 1.0, 2), ("ready", "Ready", 1.0, 1))
 TASKS_COLUMN = "Tasks/episode"
@@ -60,8 +66,8 @@ class Selection:
     def methods_for(self, experiment: str) -> tuple[str, ...]:
         """The methods an experiment plays (the bounds come with every cell anyway)."""
         if experiment in ("table5", "clairvoyant"):
-            return PAPER_METHODS[experiment]
-        base = self.methods if self.methods is not None else PAPER_METHODS[experiment]
+            return DEFAULT_METHODS[experiment]
+        base = self.methods if self.methods is not None else DEFAULT_METHODS[experiment]
         return tuple(dict.fromkeys((*base, *self.policies)))
 
     def cells_for(self, experiment: str) -> list[Cell]:
@@ -80,7 +86,7 @@ def plan(experiments: Sequence[str], selection: Selection) -> list[tuple[str | N
     """Every (method, task set, load) the experiments need; method None asks for the bounds only."""
     requests: list[tuple[str | None, str, float | None]] = []
     for experiment in experiments:
-        if experiment not in PAPER_METHODS:
+        if experiment not in DEFAULT_METHODS:
             continue
         cells = selection.cells_for(experiment)
         requests += [(None, t, p) for t, p in cells]
@@ -100,6 +106,11 @@ def _stat_or_skip(rows: list[dict[str, Any]], method: str, cells: Sequence[Cell]
     return paper_stat(rows, method, cells, **kwargs)
 
 
+def _note(methods: Sequence[str], base: str = BOUND_NOTE) -> str:
+    """A table's note, naming the reference method when the table shows it."""
+    return f"{base} {REFERENCE_NOTE}" if set(methods) & set(REFERENCE_METHODS) else base
+
+
 def _labels(methods: Sequence[str], bounds: Sequence[str] = ()) -> list[str]:
     """Column or row labels of methods, then of bounds."""
     return [spec_for(m).label for m in methods] + [BOUND_LABELS[b] for b in bounds]
@@ -115,7 +126,7 @@ def table_by_task_set(name: str, title: str, methods: Sequence[str], cells: list
                       skipped: set[str]) -> Grid:
     """Tables 2 and 5: a row per task set (+ equal-weight Average), a column per method, then the bounds."""
     columns = [*methods, *BOUNDS]
-    grid = Grid(name, title, "Task set", [], _labels(methods, BOUNDS), note=BOUND_NOTE)
+    grid = Grid(name, title, "Task set", [], _labels(methods, BOUNDS), note=_note(methods))
     for row, group in task_set_groups(cells):
         grid.rows.append(row)
         for method, col in zip(columns, grid.cols):
@@ -128,7 +139,7 @@ def build_grids(experiments: Sequence[str], selection: Selection, rows: list[dic
     """The grid of every requested allocation experiment that has cells; ``skipped`` methods show as such."""
     grids: dict[str, Grid] = {}
     for experiment in experiments:
-        if experiment not in PAPER_METHODS or not selection.cells_for(experiment):
+        if experiment not in DEFAULT_METHODS or not selection.cells_for(experiment):
             continue
         methods, cells = selection.methods_for(experiment), selection.cells_for(experiment)
         load = f"p = {selection.main_load:.2f}"
@@ -156,7 +167,7 @@ def build_grids(experiments: Sequence[str], selection: Selection, rows: list[dic
 def _table3(methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]], skipped: set[str]) -> Grid:
     col = "Success rate (%)"
     grid = Grid("table3", "Table 3. Infeasible-task stress test: success rate (%), mean ± sample std", "Method",
-                _labels(methods, BOUNDS), [col], note=BOUND_NOTE)
+                _labels(methods, BOUNDS), [col], note=_note(methods))
     for method, row in zip([*methods, *BOUNDS], grid.rows):
         grid.set(row, col, _stat_or_skip(rows, method, cells, skipped))
     return grid
@@ -165,7 +176,7 @@ def _table3(methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]
 def _figure4(methods: Sequence[str], selection: Selection, rows: list[dict[str, Any]], skipped: set[str]) -> Grid:
     grid = Grid("fig4", "Figure 4. Load generalisation: success rate (%) averaged over task sets with equal weight",
                 "Load", [f"p = {p:.2f}" for p in selection.loads],
-                _labels(methods, BOUNDS) + [TASKS_COLUMN], note=BOUND_NOTE)
+                _labels(methods, BOUNDS) + [TASKS_COLUMN], note=_note(methods))
     for load, row in zip(selection.loads, grid.rows):
         cells = [(t, load) for t in selection.mixtures]
         for method, col in zip([*methods, *BOUNDS], grid.cols):
@@ -191,8 +202,9 @@ def _clairvoyant(cells: list[Cell], rows: list[dict[str, Any]]) -> Grid:
     grid = Grid("clairvoyant", "Clairvoyant bound beside the Oracle: success rate (%), mean ± sample std",
                 "Workload", [cell_label(c) for c in cells],
                 ["Oracle", "Clairvoyant", "Oracle − Clairvoyant", "Best method", "Best method (%)"],
-                note=BOUND_NOTE + " The gap between Clairvoyant and the best method is what better prediction, "
-                                  "better allocation or more slots could still win.")
+                note=_note({r["method"] for r in rows},
+                           BOUND_NOTE + " The gap between Clairvoyant and the best method is what better "
+                                        "prediction, better allocation or more slots could still win."))
     for cell, row in zip(cells, grid.rows):
         oracle, clairvoyant = paper_stat(rows, ORACLE, [cell]), paper_stat(rows, CLAIRVOYANT, [cell])
         grid.set(row, "Oracle", oracle)
@@ -213,9 +225,9 @@ def _paired(methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]
     others = [m for m in methods if m != "mara"]
     grid = Grid("paired", f"MARA − method at {load}, paired by evaluation root: success-rate points, mean ± sample "
                           "std over roots", "Task set", [], [f"MARA − {spec_for(m).label}" for m in others],
-                note="Per root, each method's success rate (MAT methods averaged over their training seeds); the "
-                     "std is over the roots' differences, so it excludes the workload variation that both "
-                     "methods share.")
+                note=_note(others, "Per root, each method's success rate (MAT methods averaged over their training "
+                                   "seeds); the std is over the roots' differences, so it excludes the workload "
+                                   "variation that both methods share."))
     for row, group in task_set_groups(cells):
         grid.rows.append(row)
         for method, col in zip(others, grid.cols):

@@ -36,6 +36,7 @@ METHODS: dict[str, MethodSpec] = {spec.key: spec for spec in (
     MethodSpec("mara-wls", "MARA-WLS", TRAINING_SEEDS),
     MethodSpec("lara", "LARA"),
     MethodSpec("lara-fm", "LARA-FM"),
+    MethodSpec("slack-fm", "FM-slack"),  # not in the paper: a hand-written reference (mara_agents/slack.py)
     MethodSpec("fifo", "FIFO"),
     MethodSpec("edf", "EDF"),
     MethodSpec("mara-sparse", "MARA w/ sparse reward", TRAINING_SEEDS),

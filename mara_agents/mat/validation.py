@@ -46,6 +46,7 @@ from mara_env.workload import save_workload
 VALIDATION_SPLITS = ("val",)
 VALIDATION_SEED = 20261202  # distinct from the evaluation workloads' seed base
 CHECK_SEED = 777  # the check workloads: val curves too, but never used to select a checkpoint
+LISTED_MISSES = 10  # incomplete stress episodes listed per target (a policy that misses everywhere would flood)
 
 
 def validation_workload(path: Path, bank: str, task_set: str, load: float, roots: int, episodes: int,
@@ -150,8 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         mixed = f"{result.mixture:>9.2f}" if mixture is not None else f"{'-':>9}"
         print(f"{target:<48} {mixed} {result.stress:>9.2f} {result.complete:>9d} of {result.episodes}", flush=True)
         if result.incomplete:
-            misses.append(f"  {target}: " + ", ".join(f"{root}/{episode} ({done} of {feasible})"
-                                                       for root, episode, done, feasible in result.incomplete))
+            listed = ", ".join(f"{root}/{episode} ({done} of {feasible})"
+                               for root, episode, done, feasible in result.incomplete[:LISTED_MISSES])
+            more = len(result.incomplete) - LISTED_MISSES
+            misses.append(f"  {target}: {listed}" + (f" and {more} more" if more > 0 else ""))
     if misses:
         print("stress episodes (root/episode) that left a feasible task unfinished (successes of feasible):")
         print("\n".join(misses))

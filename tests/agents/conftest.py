@@ -68,3 +68,21 @@ def tiny_config(bank_dir: Path, run_dir: Path, **changes: object) -> MATTrainCon
 def trained(bank_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> TrainResult:
     """One tiny training run shared by the tests that need a checkpoint."""
     return train(tiny_config(bank_dir, tmp_path_factory.mktemp("run")))
+
+
+def hand_observation(history_len, remaining_steps, budget=100, nodes=2):
+    """A hand-built observation with flat-loss histories (WLS then predicts the generation cap 2·B − s:
+    never reaching ε; LARA clips that to the steps left)."""
+    k = len(history_len)
+    tasks = np.zeros((k, 11), dtype=np.float32)
+    tasks[:, 0] = 1.0
+    tasks[:, 1] = np.asarray(remaining_steps) / budget
+    tasks[:, 5] = 0.5
+    tasks[:, 8] = np.log(32.0)
+    tasks[:, 9] = np.log(1e-3)
+    history = np.zeros((k, 50), dtype=np.float32)
+    for i, n in enumerate(history_len):
+        history[i, :n] = 1.0
+    return {"action_mask": np.ones((nodes, k + 1), dtype=np.int8), "tasks": tasks, "history": history,
+            "history_len": np.asarray(history_len, dtype=np.int64),
+            "budget": np.full(k, budget, dtype=np.float32), "global": np.zeros(4, dtype=np.float32)}

@@ -13,6 +13,8 @@ from mara_agents.lara import LARAPolicy, is_feasible, largest_feasible_subset
 from mara_agents.predictors import WLSPredictor
 from mara_agents.runner import evaluate_workload
 
+from conftest import hand_observation
+
 
 def brute_force_feasible(demand: tuple[int, ...], window: tuple[int, ...], nodes: int) -> bool:
     """Search every discrete schedule: each step serve any ≤ `nodes` unfinished tasks still before their
@@ -86,28 +88,10 @@ def test_tasks_that_cannot_finish_alone_are_never_chosen():
     assert largest_feasible_subset(np.array([11, 3]), np.array([10, 10]), 7).tolist() == [1]
 
 
-def _observation(history_len, remaining_steps, budget=100, nodes=2):
-    """A hand-built observation with flat-loss histories (WLS then predicts the generation cap 2·B − s:
-    never reaching ε; LARA clips that to the steps left)."""
-    k = len(history_len)
-    tasks = np.zeros((k, 11), dtype=np.float32)
-    tasks[:, 0] = 1.0
-    tasks[:, 1] = np.asarray(remaining_steps) / budget
-    tasks[:, 5] = 0.5
-    tasks[:, 8] = np.log(32.0)
-    tasks[:, 9] = np.log(1e-3)
-    history = np.zeros((k, 50), dtype=np.float32)
-    for i, n in enumerate(history_len):
-        history[i, :n] = 1.0
-    return {"action_mask": np.ones((nodes, k + 1), dtype=np.int8), "tasks": tasks, "history": history,
-            "history_len": np.asarray(history_len, dtype=np.int64),
-            "budget": np.full(k, budget, dtype=np.float32), "global": np.zeros(4, dtype=np.float32)}
-
-
 def test_lara_reserves_one_node_for_warm_up_and_drops_predicted_infeasible_tasks():
     # Slot 0 is warming up; slots 1–2 are ready but flat (predicted to need their whole window): on the one
     # remaining node only one of them fits, the earlier deadline (slot 2) wins; the other gets nothing.
-    obs = _observation(history_len=[1, 10, 10], remaining_steps=[50, 30, 20])
+    obs = hand_observation(history_len=[1, 10, 10], remaining_steps=[50, 30, 20])
     action = LARAPolicy(WLSPredictor()).act(obs)
     assert action.tolist() == [1, 3]
 

@@ -20,6 +20,7 @@ def policies(trained, fm_checkpoint):
         "mara-wls-sampled": make_policy("mara-wls", checkpoint=trained.checkpoint, sample=True),
         "lara": make_policy("lara"),
         "lara-fm": make_policy("lara-fm", fm_checkpoint=str(fm_checkpoint)),
+        "slack-fm": make_policy("slack-fm", fm_checkpoint=str(fm_checkpoint)),
         "fifo": make_policy("fifo"),
         "edf": make_policy("edf"),
         "random": make_policy("random", seed=0),

@@ -38,3 +38,15 @@ def test_the_comparison_puts_ours_beside_the_paper_and_their_difference():
     assert grid.get(row, "Paper").mean == 65.0 and grid.get(row, "Ours").mean == 60.0
     assert grid.get(row, "Ours − paper").mean == -5.0
     assert grid.rows == [row]  # published cells outside this run (other methods) are left out
+
+
+def test_the_reference_allocator_follows_the_papers_methods_and_its_tables_say_it_is_not_the_papers():
+    grids = build_grids(ALLOCATION_EXPERIMENTS, FULL, rows=[], skipped=set())
+    assert grids["table2"].cols[:8] == ["MARA", "MARA-WLS", "LARA", "LARA-FM", "FIFO", "EDF", "FM-slack", "Oracle"]
+    assert grids["table3"].rows[6] == "FM-slack" and "MARA − FM-slack" in grids["paired"].cols
+    for name in ("table2", "table3", "fig4", "paired"):
+        assert "FM-slack is not in the paper" in grids[name].note, name
+    for name in ("table4", "table5"):  # the paper's method sets only
+        assert "FM-slack" not in grids[name].note and "FM-slack" not in grids[name].rows + grids[name].cols
+    chosen = Selection(("fifo",), (), FULL.task_sets, FULL.loads)
+    assert "FM-slack" not in build_grids(["table2"], chosen, rows=[], skipped=set())["table2"].note

@@ -1,0 +1,45 @@
+"""A hand-written reference allocator: rank tasks by the slack a frozen predictor leaves them.
+
+Not in the paper.  It is here to answer one question honestly: how much of MARA's result do the FM estimates
+buy on their own, without a learned policy?  Every step it serves, work-conserving, in this order:
+
+1. **Tasks in warm-up** (fewer than 4 observations), earliest deadline first.  Nothing is known about them
+   until they are observed, and serving them is the only way to learn it; the stress test (§5.4) is built
+   to punish a policy that lets them wait behind hopeless tasks.
+2. **Tasks the predictor says can finish alone** (predicted remaining batches ≤ steps left), least slack
+   first: the feasible task closest to missing its deadline is the one a lost step hurts most.
+3. **The rest**, smallest shortfall (predicted − steps left) first: serving them costs nothing while nodes
+   are free, and an estimate can be wrong.
+
+Unlike LARA (:mod:`mara_agents.lara`) it reserves no single warm-up node and searches no feasible subset;
+unlike MAT it has no parameters.  ``slack-fm`` runs it over the FM predictor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mara_agents.baselines import serve_in_order
+from mara_agents.predictive import PredictiveAllocator
+from mara_agents.predictors.base import MIN_OBSERVATIONS
+from mara_env.features import TASK_FEATURE_INDEX
+
+_PRESENT = TASK_FEATURE_INDEX["present"]
+_REMAINING = TASK_FEATURE_INDEX["remaining_time"]
+WARMUP, FITS, SHORT = 0, 1, 2  # the three groups, served in this order
+
+
+class SlackPolicy(PredictiveAllocator):
+    """Warm-up tasks first, then tasks predicted to fit (least slack first), then the rest."""
+
+    def decide(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
+        """The joint action for one observation given its slots' predicted remaining batches (K,)."""
+        tasks = observation["tasks"]
+        slots = np.flatnonzero(tasks[:, _PRESENT] > 0)
+        steps_left = observation["budget"][slots] * tasks[slots, _REMAINING]
+        slack = steps_left - predicted[slots]
+        warm = observation["history_len"][slots] < MIN_OBSERVATIONS
+        group = np.where(warm, WARMUP, np.where(slack >= 0, FITS, SHORT))
+        within = np.where(warm, steps_left, np.abs(slack))
+        order = slots[np.lexsort((within, group))]  # by group, then within it; ties keep the lower slot
+        return serve_in_order(order, observation["action_mask"].shape[0])

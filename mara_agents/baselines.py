@@ -25,8 +25,14 @@ def serve_in_order(order: np.ndarray, num_nodes: int) -> np.ndarray:
     return action
 
 
-def _present_slots(observation: dict[str, np.ndarray]) -> np.ndarray:
+def present_slots(observation: dict[str, np.ndarray]) -> np.ndarray:
+    """Indices of the occupied slots."""
     return np.flatnonzero(observation["tasks"][:, _PRESENT] > 0)
+
+
+def steps_to_deadline(observation: dict[str, np.ndarray], slots: np.ndarray) -> np.ndarray:
+    """Steps left before each listed slot's deadline: B · remaining_time (the batches it can still run)."""
+    return observation["budget"][slots] * observation["tasks"][slots, _REMAINING]
 
 
 class FIFOPolicy:
@@ -36,7 +42,7 @@ class FIFOPolicy:
         """Stateless."""
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        slots = _present_slots(observation)
+        slots = present_slots(observation)
         elapsed = observation["budget"][slots] * (1.0 - observation["tasks"][slots, _REMAINING])
         order = slots[np.argsort(-elapsed, kind="stable")]
         return serve_in_order(order, observation["action_mask"].shape[0])
@@ -49,9 +55,8 @@ class EDFPolicy:
         """Stateless."""
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        slots = _present_slots(observation)
-        to_deadline = observation["budget"][slots] * observation["tasks"][slots, _REMAINING]
-        order = slots[np.argsort(to_deadline, kind="stable")]
+        slots = present_slots(observation)
+        order = slots[np.argsort(steps_to_deadline(observation, slots), kind="stable")]
         return serve_in_order(order, observation["action_mask"].shape[0])
 
 
@@ -70,7 +75,7 @@ class RandomPolicy:
         """Keep the generator running across episodes: the sequence depends only on the seed."""
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        slots = _present_slots(observation)
+        slots = present_slots(observation)
         m, n = observation["action_mask"].shape[0], slots.size
         counts = np.array([math.comb(n, j) * math.perm(m, j) for j in range(min(m, n) + 1)], dtype=float)
         served = int(self.rng.choice(counts.size, p=counts / counts.sum()))

@@ -50,13 +50,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mara_agents.baselines import serve_in_order
+from mara_agents.baselines import present_slots, serve_in_order, steps_to_deadline
 from mara_agents.predictive import PredictiveAllocator
 from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
-from mara_env.features import TASK_FEATURE_INDEX
-
-_PRESENT = TASK_FEATURE_INDEX["present"]
-_REMAINING = TASK_FEATURE_INDEX["remaining_time"]
 
 
 def is_feasible(demand: Sequence[int], window: Sequence[int], num_nodes: int) -> bool:
@@ -116,9 +112,8 @@ class LARAPolicy(PredictiveAllocator):
     def decide(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
         """The joint action for one observation given its slots' predicted remaining batches (K,)."""
         num_nodes = observation["action_mask"].shape[0]
-        tasks = observation["tasks"]
-        slots = np.flatnonzero(tasks[:, _PRESENT] > 0)
-        window = np.rint(observation["budget"][slots] * tasks[slots, _REMAINING]).astype(np.int64)
+        slots = present_slots(observation)
+        window = np.rint(steps_to_deadline(observation, slots)).astype(np.int64)
         warm = observation["history_len"][slots] < self.warmup
         warm_order = slots[warm][np.argsort(window[warm], kind="stable")]
         reserved = min(1, warm_order.size)

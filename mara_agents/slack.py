@@ -19,13 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mara_agents.baselines import serve_in_order
+from mara_agents.baselines import present_slots, serve_in_order, steps_to_deadline
 from mara_agents.predictive import PredictiveAllocator
 from mara_agents.predictors.base import MIN_OBSERVATIONS
-from mara_env.features import TASK_FEATURE_INDEX
-
-_PRESENT = TASK_FEATURE_INDEX["present"]
-_REMAINING = TASK_FEATURE_INDEX["remaining_time"]
 WARMUP, FITS, SHORT = 0, 1, 2  # the three groups, served in this order
 
 
@@ -34,9 +30,8 @@ class SlackPolicy(PredictiveAllocator):
 
     def decide(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
         """The joint action for one observation given its slots' predicted remaining batches (K,)."""
-        tasks = observation["tasks"]
-        slots = np.flatnonzero(tasks[:, _PRESENT] > 0)
-        steps_left = observation["budget"][slots] * tasks[slots, _REMAINING]
+        slots = present_slots(observation)
+        steps_left = steps_to_deadline(observation, slots)
         slack = steps_left - predicted[slots]
         warm = observation["history_len"][slots] < MIN_OBSERVATIONS
         group = np.where(warm, WARMUP, np.where(slack >= 0, FITS, SHORT))

@@ -74,9 +74,13 @@ class CheckResult(NamedTuple):
 
     mixture: float  # mean success rate (%)
     stress: float  # mean success rate (%)
-    complete: int  # stress episodes in which every independently feasible task finished
-    episodes: int
-    incomplete: list[tuple[int, int, int, int]]  # (root, episode, successes, feasible) of the others
+    episodes: int  # stress episodes played
+    incomplete: list[tuple[int, int, int, int]]  # (root, episode, successes, feasible) of those missing a task
+
+    @property
+    def complete(self) -> int:
+        """Stress episodes in which every independently feasible task finished."""
+        return self.episodes - len(self.incomplete)
 
 
 def check_scores(policy: Policy, mixture: Path | None, stress: Path, bank: str) -> CheckResult:
@@ -86,8 +90,8 @@ def check_scores(policy: Policy, mixture: Path | None, stress: Path, bank: str) 
     stressed = evaluate_workload(policy, stress, bank=bank)
     incomplete = [(int(row["root"]), int(row["episode"]), int(row["successes"]), int(row["oracle_successes"]))
                   for row in stressed if row["successes"] < row["oracle_successes"]]
-    return CheckResult(mixed, 100 * float(np.mean([row["success_rate"] for row in stressed])),
-                       len(stressed) - len(incomplete), len(stressed), incomplete)
+    return CheckResult(mixed, 100 * float(np.mean([row["success_rate"] for row in stressed])), len(stressed),
+                       incomplete)
 
 
 def _target_policy(target: str) -> Policy:

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from curves.bank import DEFAULT_BANK, BankWriter, CurveBank, load_bank
-from curves.feasibility import best_losses, feasibility, per_curve_feasibility
+from curves.feasibility import (best_losses, early_feasibility, feasibility, median_loss_drop,
+                                per_curve_feasibility)
 
 TARGET = 0.70
 # OOD ε ranges span at most ×/÷ 1.1 around their centre, like the ID rule's ±10 %: wider ranges (a family
@@ -88,7 +89,8 @@ def summarise(bank: CurveBank, name: str, eps: dict[str, Any]) -> dict[str, Any]
     per_curve = per_curve_feasibility(curves, eps, spec.budget)
     return {"family": name, "role": spec.role, "curves": len(curves), "eps": eps, "budget": spec.budget,
             "feasibility": feasibility(curves, eps, spec.budget), "curve_spread": float(per_curve.std()),
-            "mixed_curves": float(np.mean((per_curve > 0.05) & (per_curve < 0.95)))}
+            "mixed_curves": float(np.mean((per_curve > 0.05) & (per_curve < 0.95))),
+            "early": early_feasibility(curves, eps), "loss_drop": median_loss_drop(curves, spec.budget)}
 
 
 def current_rows(root: str | Path = DEFAULT_BANK) -> list[dict[str, Any]]:
@@ -110,12 +112,13 @@ def _fmt_rule(rule: dict[str, Any]) -> str:
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     """The datasheet's calibration table (the test parses the family and feasibility columns)."""
-    lines = ["| family | role | curves | ε rule | available time | feasibility (%) | per-curve sd | mixed curves (%) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| family | role | curves | ε rule | available time | feasibility (%) | per-curve sd | mixed curves (%) "
+             "| reached in ≤ 4 batches (%) | loss drop in window (%) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['family']} | {r['role'].upper()} | {r['curves']} | {_fmt_rule(r['eps'])} | "
                      f"{_fmt_rule(r['budget'])} | {100 * r['feasibility']:.1f} | {r['curve_spread']:.2f} | "
-                     f"{100 * r['mixed_curves']:.0f} |")
+                     f"{100 * r['mixed_curves']:.0f} | {100 * r['early']:.1f} | {100 * r['loss_drop']:.0f} |")
     return "\n".join(lines)
 
 

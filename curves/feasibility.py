@@ -56,6 +56,27 @@ def per_curve_feasibility(cumavg: Sequence[np.ndarray], eps_rule: dict[str, Any]
     return prob_eps_at_least(best_losses(cumavg, budget_rule), eps_rule).mean(axis=1)
 
 
+def early_feasibility(cumavg: Sequence[np.ndarray], eps_rule: dict[str, Any], batches: int = 4) -> float:
+    """Probability that a random task is reached within its first ``batches`` batches.
+
+    With the default 4 that is before any predictor has enough history to forecast it (DESIGN §5), so such a
+    task's success depends on being served at all, not on which tasks an allocator prefers.  A family where
+    this is large has curves that start at or below many of its ε draws: ε, not training, decides its tasks.
+    """
+    first = np.array([np.asarray(curve[:batches]).min() for curve in cumavg])
+    return float(prob_eps_at_least(first, eps_rule).mean())
+
+
+def median_loss_drop(cumavg: Sequence[np.ndarray], budget_rule: dict[str, Any], start: int = 4) -> float:
+    """Median over curves of 1 − min_{s ≤ B} L(s) / L(start), with B the rule's median available time.
+
+    How much a family's models learn within a task's window.  Near 0 the curve is flat, so whether a task
+    is feasible is a coin flip on its ε draw, and no allocator can change it.
+    """
+    window = int(np.median(budgets(budget_rule)))
+    return float(np.median([1.0 - np.asarray(c[:window]).min() / c[start - 1] for c in cumavg]))
+
+
 def new_minimum_batches(cumavg: np.ndarray, low: int = 22, high: int = 35) -> np.ndarray:
     """Batches s* in [low, high] where L sets a new running minimum, i.e. L(s*) < min_{s < s*} L(s).
 

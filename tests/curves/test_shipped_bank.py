@@ -58,7 +58,8 @@ def test_image_curves_support_stress_short_tasks(bank) -> None:
 
 
 def _datasheet_feasibility() -> dict[str, float]:
-    rows = re.findall(r"^\| (\w+) \| (?:ID|OOD) \|.*\| ([\d.]+) \| [\d.]+ \| \d+ \|$", DATASHEET.read_text(), re.M)
+    rows = re.findall(r"^\| (\w+) \| (?:ID|OOD) \|.*\| ([\d.]+) \| [\d.]+ \| \d+ \| [\d.]+ \| \d+ \|$",
+                      DATASHEET.read_text(), re.M)
     return {name: float(value) / 100 for name, value in rows}
 
 

@@ -111,7 +111,7 @@ def _fmt_rule(rule: dict[str, Any]) -> str:
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
-    """The datasheet's calibration table (the test parses the family and feasibility columns)."""
+    """The datasheet's calibration table (a test parses the family, feasibility and ≤ 4 batches columns)."""
     lines = ["| family | role | curves | ε rule | available time | feasibility (%) | per-curve sd | mixed curves (%) "
              "| reached in ≤ 4 batches (%) | loss drop in window (%) |",
              "|---|---|---|---|---|---|---|---|---|---|"]

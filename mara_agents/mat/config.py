@@ -9,7 +9,7 @@ estimate to rise above noise.  With 14 environments × 25 steps (350 transitions
 policy stayed at FIFO's level on the validation mixture (mean 60.3 % over three seeds, FIFO 60.1 %); with
 28 × 50 (1,400 transitions) and 10 epochs it reached 62.4–63.7 % (mean 63.0 %) with the same number of
 environment steps.  Both were measured on `val` curves only (2026-12-03).  Doubling again (56 × 50 for 200k
-steps, the same 71 updates) scored lower on the `val` check mixture over six seeds (60.9 against 61.7 %), so
+steps, the same 72 updates) scored lower on the `val` check mixture over six seeds (60.9 against 61.7 %), so
 it was not adopted (``mara_agents/checkpoints/README.md``).  Neither was a learning rate of 1e-3 or 2.5e-4
 (sixth session): on fresh seeds, 2.5e-4 gained 0.17 points on the check mixture, short of the 0.5 the rule
 written beforehand asked for.

@@ -22,6 +22,7 @@ import numpy as np
 from mara_agents.baselines import present_slots, serve_in_order, steps_to_deadline
 from mara_agents.predictive import PredictiveAllocator
 from mara_agents.predictors.base import MIN_OBSERVATIONS
+
 WARMUP, FITS, SHORT = 0, 1, 2  # the three groups, served in this order
 
 

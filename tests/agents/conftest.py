@@ -12,6 +12,7 @@ from curves.bank import load_bank
 from mara_agents.mat.config import MATTrainConfig
 from mara_agents.mat.train import TrainResult, train
 from mara_agents.predictors.fm import FlowMatchingModel, save_checkpoint
+from mara_env.features import TASK_FEATURE_INDEX, TASK_FEATURES
 from mara_env.fixed_workloads import build_workload
 from mara_env.workload import Episode, Workload, save_workload
 
@@ -74,12 +75,13 @@ def hand_observation(history_len, remaining_steps, budget=100, nodes=2):
     """A hand-built observation with flat-loss histories (WLS then predicts the generation cap 2·B − s:
     never reaching ε; LARA clips that to the steps left)."""
     k = len(history_len)
-    tasks = np.zeros((k, 11), dtype=np.float32)
-    tasks[:, 0] = 1.0
-    tasks[:, 1] = np.asarray(remaining_steps) / budget
-    tasks[:, 5] = 0.5
-    tasks[:, 8] = np.log(32.0)
-    tasks[:, 9] = np.log(1e-3)
+    tasks = np.zeros((k, len(TASK_FEATURES)), dtype=np.float32)
+    column = TASK_FEATURE_INDEX
+    tasks[:, column["present"]] = 1.0
+    tasks[:, column["remaining_time"]] = np.asarray(remaining_steps) / budget
+    tasks[:, column["target_loss"]] = 0.5
+    tasks[:, column["log_batch_size"]] = np.log(32.0)
+    tasks[:, column["log_lr"]] = np.log(1e-3)
     history = np.zeros((k, 50), dtype=np.float32)
     for i, n in enumerate(history_len):
         history[i, :n] = 1.0

@@ -72,8 +72,10 @@ class FamilySpec:
     """A task family and its calibrated task rules (DESIGN §4).
 
     ``eps`` is ``{"kind": "scaled", "base": b, "low": 0.9, "high": 1.1}`` (ε = b·U[low, high]) or
-    ``{"kind": "loguniform", "low": a, "high": b}``; ``budget`` is ``{"kind": "interval", "low": a,
-    "high": b}`` (integer, inclusive) or ``{"kind": "set", "values": [...]}``.  Both are ``None`` until the
+    ``{"kind": "loguniform", "low": a, "high": b}`` (the paper's per-family rules, Table 6); ``crossing``
+    is ``{"low": a, "high": b, "early_batches": 4, "early_margin": m}``, the parameters of the default
+    per-task rule (:class:`curves.targets.CrossingRule`); ``budget`` is ``{"kind": "interval", "low": a,
+    "high": b}`` (integer, inclusive) or ``{"kind": "set", "values": [...]}``.  All are ``None`` until the
     family is calibrated, and a workload cannot be drawn from an uncalibrated family.
     """
 
@@ -85,6 +87,7 @@ class FamilySpec:
     eps: dict[str, Any] | None = None
     budget: dict[str, Any] | None = None
     notes: str = ""
+    crossing: dict[str, Any] | None = None
 
     @property
     def max_budget(self) -> int:

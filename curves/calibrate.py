@@ -1,5 +1,9 @@
-"""Calibrate each family's ε rule so that independent feasibility is near 70 %: ``python -m curves.calibrate``.
+"""Calibrate each family's ε rules so that independent feasibility is near 70 %: ``python -m curves.calibrate``.
 
+The default rule places each task's crossing on its own curve (:mod:`curves.targets`); its upper crossing
+fraction ``high`` is found per family by bisection on the exact feasibility of the family's ``train`` and
+``val`` curves (test curves never inform a choice).  The paper's per-family rules are calibrated too, for
+the ``*_paper`` task sets:
 ID families keep the paper's form ε = base × U[0.9, 1.1]; ``base`` is found by bisection (feasibility is
 monotone in it).  OOD families draw ε log-uniformly from [a, b]; the range's log-width is the inter-quartile
 spread of the families' reachable losses (so tasks differ) capped at ×/÷ 1.1, and its position is found by
@@ -20,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from curves.bank import DEFAULT_BANK, BankWriter, CurveBank, load_bank
-from curves.feasibility import (best_losses, early_feasibility, feasibility, median_loss_drop,
+from curves.feasibility import (best_losses, crossing_regime, early_feasibility, feasibility, median_loss_drop,
                                 per_curve_feasibility)
+from curves.targets import CROSSING, CrossingRule
 
 TARGET = 0.70
 # OOD ε ranges span at most ×/÷ 1.1 around their centre, like the ID rule's ±10 %: wider ranges (a family
@@ -29,6 +34,8 @@ TARGET = 0.70
 MAX_HALF_WIDTH = math.log(1.1)
 DATASHEET = Path(__file__).resolve().parent / "README.md"
 START, END = "<!-- calibration:start -->", "<!-- calibration:end -->"
+CROSSING_START, CROSSING_END = "<!-- crossing:start -->", "<!-- crossing:end -->"
+CHOICE_SPLITS = ("train", "val")
 
 
 def _bisect(fn: Any, lo: float, hi: float, target: float, iters: int = 80) -> float:
@@ -61,9 +68,35 @@ def calibrate_ood(cumavg: list[np.ndarray], budget: dict[str, Any], target: floa
     return {"kind": "loguniform", "low": round(found["low"], 4), "high": round(found["high"], 4)}
 
 
-def family_curves(bank: CurveBank, name: str) -> list[np.ndarray]:
-    """Every curve of the family, all splits (the rule applies to train, val and test tasks alike)."""
-    return [bank.cumavg(cid) for cid in bank.ids(name)]
+def crossing_rule(params: dict[str, Any]) -> CrossingRule:
+    """The :class:`CrossingRule` a manifest's ``crossing`` entry describes."""
+    return CrossingRule(**params)
+
+
+def calibrate_crossing(cumavg: list[np.ndarray], budget: dict[str, Any], target: float = TARGET,
+                       base: CrossingRule = CROSSING) -> dict[str, Any]:
+    """The crossing rule (``base`` with its ``high`` re-fitted) whose exact feasibility equals ``target``.
+
+    Feasibility falls as ``high`` grows (more tasks cross after their deadline).  ``high`` stays ≥ 1, so every
+    family keeps tasks that cross late; where even ``high = 1`` gives less than ``target`` (a family whose
+    curves often never fall below their first four batches' loss), ``high`` is 1.
+    """
+    def feasible(high: float) -> float:
+        rule = dataclasses.replace(base, high=high)
+        return crossing_regime(cumavg, budget, rule, base.early_batches)["feasibility"]
+    lo, hi = 1.0, 4.0
+    if feasible(lo) > target:
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if feasible(mid) > target else (lo, mid)
+    params = dataclasses.asdict(base)
+    params["high"] = round((lo + hi) / 2 if lo > 1.0 else 1.0, 4)
+    return params
+
+
+def family_curves(bank: CurveBank, name: str, splits: tuple[str, ...] | None = None) -> list[np.ndarray]:
+    """The family's curves of ``splits`` (default: all; the paper rules apply to every split's tasks)."""
+    return [bank.cumavg(cid) for cid in bank.ids(name, splits)]
 
 
 def calibrate_bank(root: str | Path = DEFAULT_BANK, target: float = TARGET,
@@ -77,7 +110,11 @@ def calibrate_bank(root: str | Path = DEFAULT_BANK, target: float = TARGET,
         if len(curves) < min_curves or spec.budget is None:
             continue
         eps = (calibrate_id if spec.role == "id" else calibrate_ood)(curves, spec.budget, target)
-        writer.declare_family(dataclasses.replace(spec, eps=eps))
+        choice = family_curves(bank, name, CHOICE_SPLITS)
+        crossing = calibrate_crossing(choice, spec.budget, target) if choice else None
+        spec = dataclasses.replace(spec, eps=eps, crossing=crossing)
+        writer.declare_family(spec)
+        bank.families[name] = spec
         rows.append(summarise(bank, name, eps))
     return rows
 
@@ -91,6 +128,38 @@ def summarise(bank: CurveBank, name: str, eps: dict[str, Any]) -> dict[str, Any]
             "feasibility": feasibility(curves, eps, spec.budget), "curve_spread": float(per_curve.std()),
             "mixed_curves": float(np.mean((per_curve > 0.05) & (per_curve < 0.95))),
             "early": early_feasibility(curves, eps), "loss_drop": median_loss_drop(curves, spec.budget)}
+
+
+def crossing_rows(root: str | Path = DEFAULT_BANK) -> list[dict[str, Any]]:
+    """Per family, the exact task statistics of its crossing rule on train+val curves and on test curves."""
+    bank = load_bank(root)
+    rows = []
+    for name, spec in sorted(bank.families.items()):
+        if spec.crossing is None or spec.budget is None:
+            continue
+        rule = crossing_rule(spec.crossing)
+        row: dict[str, Any] = {"family": name, "role": spec.role, "high": rule.high}
+        for label, splits in (("choice", CHOICE_SPLITS), ("test", ("test",))):
+            curves = family_curves(bank, name, splits)
+            row[label] = crossing_regime(curves, spec.budget, rule, rule.early_batches) if curves else None
+            row[f"{label}_curves"] = len(curves)
+        rows.append(row)
+    return rows
+
+
+def crossing_table(rows: list[dict[str, Any]]) -> str:
+    """The datasheet's table of the default (crossing) rule: feasibility, needed/B and early share per split."""
+    def cells(stats: dict[str, float] | None) -> str:
+        if stats is None:
+            return "– | – | –"
+        return f"{100 * stats['feasibility']:.1f} | {stats['needed']:.2f} | {100 * stats['early']:.1f}"
+    lines = ["| family | role | u range | train+val curves | feasibility (%) | median needed/B | ≤ 4 batches (%) "
+             "| test curves | feasibility (%) | median needed/B | ≤ 4 batches (%) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['family']} | {r['role'].upper()} | U[{CROSSING.low}, {r['high']:.4f}] | "
+                     f"{r['choice_curves']} | {cells(r['choice'])} | {r['test_curves']} | {cells(r['test'])} |")
+    return "\n".join(lines)
 
 
 def current_rows(root: str | Path = DEFAULT_BANK) -> list[dict[str, Any]]:
@@ -134,9 +203,10 @@ def replace_block(path: Path, start: str, end: str, body: str) -> None:
     path.write_text(text)
 
 
-def write_datasheet(rows: list[dict[str, Any]], path: Path = DATASHEET) -> None:
-    """Rewrite the datasheet's calibration table."""
+def write_datasheet(rows: list[dict[str, Any]], crossing: list[dict[str, Any]], path: Path = DATASHEET) -> None:
+    """Rewrite the datasheet's two calibration tables (paper rules, crossing rule)."""
     replace_block(path, START, END, markdown_table(rows))
+    replace_block(path, CROSSING_START, CROSSING_END, crossing_table(crossing))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,9 +219,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="tabulate the manifest's current rules without recalibrating (writes no bank file)")
     args = parser.parse_args(argv)
     rows = current_rows(args.bank) if args.report_only else calibrate_bank(args.bank, args.target)
+    crossing = crossing_rows(args.bank)
+    print("Paper rules (task sets *_paper):")
     print(markdown_table(rows))
+    print("\nDefault crossing rule (exact, per split):")
+    print(crossing_table(crossing))
     if args.datasheet:
-        write_datasheet(rows)
+        write_datasheet(rows, crossing)
     return 0
 
 

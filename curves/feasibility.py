@@ -88,3 +88,37 @@ def new_minimum_batches(cumavg: np.ndarray, low: int = 22, high: int = 35) -> np
     previous_min = np.minimum.accumulate(curve)[low - 2: high - 1]
     candidates = np.arange(low, high + 1)
     return candidates[curve[low - 1: high] < previous_min]
+
+
+def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    """The smallest value whose cumulative weight reaches half the total (NaN when the weight is zero)."""
+    if weights.sum() <= 0:
+        return float("nan")
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    return float(values[order][np.searchsorted(cumulative, cumulative[-1] / 2)])
+
+
+def crossing_regime(cumavg: Sequence[np.ndarray], budget_rule: dict[str, Any], rule: Any,
+                    early: int = 4) -> dict[str, float]:
+    """Exact task statistics of a family under a per-task ε rule such as :class:`curves.targets.CrossingRule`.
+
+    Averages over every curve, every budget the rule allows and the rule's own randomness (``rule.outcomes``):
+    ``feasibility`` (share of tasks feasible alone: the Oracle), ``needed`` (median over feasible tasks of the
+    batches they need alone divided by B: how much of its window a feasible task uses) and ``early`` (share
+    of tasks met within ``early`` batches).
+    """
+    weights, ratios, hit, met_early = [], [], [], []
+    bs = budgets(budget_rule)
+    for curve in cumavg:
+        for budget in bs:
+            probability, first = rule.outcomes(curve, int(budget))
+            weights.append(probability)
+            ratios.append(first / budget)
+            hit.append(first <= budget)
+            met_early.append(first <= early)
+    w, ratio, feasible = np.concatenate(weights), np.concatenate(ratios), np.concatenate(hit)
+    total = w.sum()
+    return {"feasibility": float((w * feasible).sum() / total),
+            "needed": weighted_median(ratio[feasible], w[feasible]),
+            "early": float((w * np.concatenate(met_early)).sum() / total)}

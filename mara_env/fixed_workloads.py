@@ -3,12 +3,15 @@
 For each task set (id, rl_ood, vit_ood) and load p ∈ {0.04, 0.05, 0.06, 0.07}: 5 roots × 12 episodes, one
 file per (task set, load); plus ``stress.json`` (5 roots × 12 episodes of the stress test).  Every root has
 its own seed derived from (task set, load, root), so files can be regenerated independently and a test pins
-their checksums.  Regenerate with ``python -m mara_env.fixed_workloads`` (only after the bank changes).
+their checksums.  Regenerate with ``python -m mara_env.fixed_workloads`` (only after the bank or the task
+rules change); it refuses a bank whose test pools are incomplete.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +29,7 @@ ROOTS = 5
 EPISODES_PER_ROOT = 12
 SEED_BASE = 20260401
 EVAL_SPLITS = ("test",)
+FULL_TEST_POOL = 24  # test curves per family in a complete bank (curves.build_bank's counts)
 
 
 def workload_path(task_set: str, load: float | None = None, directory: Path = WORKLOAD_DIR) -> Path:
@@ -36,8 +40,9 @@ def workload_path(task_set: str, load: float | None = None, directory: Path = WO
 
 
 def root_rng(task_set: str, load: float, root: int, seed_base: int = SEED_BASE) -> np.random.Generator:
-    """Independent generator per (task set, load, root)."""
-    code = sorted(TASK_SETS).index(task_set) if task_set in TASK_SETS else 0
+    """Independent generator per (task set, load, root); the task set enters by a checksum of its name, so
+    registering more task sets never changes another set's draws."""
+    code = zlib.crc32(task_set.encode())
     return np.random.default_rng([seed_base, code, int(round(load * 1000)), root])
 
 
@@ -55,8 +60,19 @@ def build_workload(bank: CurveBank, task_set: str, load: float, roots: int = ROO
     return Workload(tuple(drawn), task_set, None if task_set == "stress" else load)
 
 
+def check_complete_pools(bank: CurveBank, splits: Sequence[str] = EVAL_SPLITS, size: int = FULL_TEST_POOL) -> None:
+    """Refuse a bank whose evaluation pools are partial (a build still running): a workload drawn from it
+    would over-use the first curves of a family, and no later rebuild would reproduce it."""
+    for family in sorted(bank.families):
+        count = len(bank.ids(family, splits))
+        if count < size:
+            raise ValueError(f"bank {bank.root}: family {family!r} has {count} {'/'.join(splits)} curves, fewer "
+                             f"than the {size} of a complete bank; finish the bank before drawing fixed workloads")
+
+
 def generate_all(bank: CurveBank, directory: Path = WORKLOAD_DIR) -> list[Path]:
-    """Write every fixed evaluation workload file; returns their paths."""
+    """Write every fixed evaluation workload file from a complete bank; returns their paths."""
+    check_complete_pools(bank)
     written = []
     for task_set in EVAL_TASK_SETS:
         for load in EVAL_LOADS:
@@ -69,14 +85,20 @@ def generate_all(bank: CurveBank, directory: Path = WORKLOAD_DIR) -> list[Path]:
     return written
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bank", default=str(DEFAULT_BANK), help="curve bank directory")
     parser.add_argument("--out", default=str(WORKLOAD_DIR), help="directory for the workload files")
     args = parser.parse_args(argv)
-    for path in generate_all(load_bank(args.bank), Path(args.out)):
+    try:
+        paths = generate_all(load_bank(args.bank), Path(args.out))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for path in paths:
         print(path)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,6 +4,10 @@ A task set turns (bank, random generator, arrival probability) into an :class:`~
 The built-in sets are ``id`` (uniform over the in-distribution families), ``rl_ood`` and ``vit_ood`` (each
 arrival independently replaced by the held-out family with probability 0.2) and ``stress`` (the paper's
 infeasible-task stress test).  Users add their own with :func:`register_task_set`.
+
+Target losses: ``id``, ``rl_ood`` and ``vit_ood`` place each task's crossing on its own curve (the family's
+``crossing`` rule, :mod:`curves.targets`); ``id_paper``, ``rl_ood_paper`` and ``vit_ood_paper`` draw them
+from the paper's per-family rules (Table 6: ``base × U[0.9, 1.1]``, or log-uniform for OOD families).
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from curves.bank import CurveBank, FamilySpec
+from curves.targets import CrossingRule
 from mara_env.workload import Episode, WorkloadError
+
+TARGET_RULES = ("crossing", "paper")
 
 
 class TaskSet(Protocol):
@@ -26,7 +33,7 @@ class TaskSet(Protocol):
 
 
 def sample_target_loss(spec: FamilySpec, rng: np.random.Generator) -> float:
-    """ε from the family's rule: ID ``base × U[low, high]``, OOD log-uniform on [low, high]."""
+    """ε from the family's paper rule: ID ``base × U[low, high]``, OOD log-uniform on [low, high]."""
     rule = _rule(spec, "eps")
     if rule["kind"] == "scaled":
         return float(rule["base"] * rng.uniform(rule["low"], rule["high"]))
@@ -43,6 +50,11 @@ def sample_budget(spec: FamilySpec, rng: np.random.Generator) -> int:
     if rule["kind"] == "set":
         return int(rng.choice(np.asarray(rule["values"], dtype=np.int64)))
     raise WorkloadError(f"family {spec.name!r}: unknown budget rule kind {rule['kind']!r}")
+
+
+def sample_crossing_target(spec: FamilySpec, cumavg: np.ndarray, budget: int, rng: np.random.Generator) -> float:
+    """ε from the family's crossing rule: the task's own loss at a random share of its window (one draw)."""
+    return CrossingRule(**_rule(spec, "crossing")).sample(cumavg, budget, rng)
 
 
 def _rule(spec: FamilySpec, name: str) -> dict[str, Any]:
@@ -79,10 +91,16 @@ def ood_family(bank: CurveBank, modality: str) -> str:
 @dataclass(frozen=True)
 class MixtureTaskSet:
     """Bernoulli(p) arrivals over the window; each family uniform over the ID families, or, with probability
-    ``ood_prob``, the held-out family of modality ``ood_modality`` (paper §5.1)."""
+    ``ood_prob``, the held-out family of modality ``ood_modality`` (paper §5.1).  ``targets`` names the ε
+    rule: ``crossing`` (per task, the default) or ``paper`` (per family, Table 6)."""
 
     ood_modality: str | None = None
     ood_prob: float = 0.2
+    targets: str = "crossing"
+
+    def __post_init__(self) -> None:
+        if self.targets not in TARGET_RULES:
+            raise ValueError(f"targets must be one of {TARGET_RULES}, got {self.targets!r}")
 
     def sample(self, bank: CurveBank, rng: np.random.Generator, arrival_prob: float, window: int,
                splits: Sequence[str], root: int = 0, index: int = 0) -> Episode:
@@ -96,9 +114,14 @@ class MixtureTaskSet:
                 family = ood
             spec = bank.family(family)
             pool = _pool(bank, family, splits)
-            curves.append(pool[int(rng.integers(len(pool)))])
-            eps.append(sample_target_loss(spec, rng))
-            budgets.append(sample_budget(spec, rng))
+            curve = pool[int(rng.integers(len(pool)))]
+            curves.append(curve)
+            if self.targets == "paper":
+                eps.append(sample_target_loss(spec, rng))
+                budgets.append(sample_budget(spec, rng))
+            else:
+                budgets.append(sample_budget(spec, rng))
+                eps.append(sample_crossing_target(spec, bank.cumavg(curve), budgets[-1], rng))
         return Episode.from_lists(arrivals, curves, eps, budgets, root, index)
 
 
@@ -158,6 +181,9 @@ TASK_SETS: dict[str, TaskSet] = {
     "rl_ood": MixtureTaskSet(ood_modality="rl"),
     "vit_ood": MixtureTaskSet(ood_modality="image"),
     "stress": StressTaskSet(),
+    "id_paper": MixtureTaskSet(targets="paper"),
+    "rl_ood_paper": MixtureTaskSet(ood_modality="rl", targets="paper"),
+    "vit_ood_paper": MixtureTaskSet(ood_modality="image", targets="paper"),
 }
 
 

@@ -63,9 +63,10 @@ class Episode:
         return len(self.curve)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form; ε is rounded to 6 significant digits so files are readable and stable."""
+        """The JSON form.  ε keeps every digit (JSON floats round-trip exactly): a target placed on a curve's
+        value at batch s* must still be first reached at s* after a save and load."""
         return {"root": self.root, "index": self.index, "arrival": self.arrival.tolist(),
-                "curve": list(self.curve), "eps": [float(f"{e:.6g}") for e in self.eps],
+                "curve": list(self.curve), "eps": self.eps.tolist(),
                 "budget": self.budget.tolist()}
 
     def check_against(self, bank: CurveBank, where: str) -> None:

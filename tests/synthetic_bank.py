@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,8 @@ from curves.bank import BankWriter, CurveRecord, FamilySpec
 
 ID_BUDGET = {"kind": "interval", "low": 285, "high": 315}
 OOD_BUDGET = {"kind": "set", "values": [285, 295, 305, 315]}
-FAMILIES = (
+CROSSING = {"low": 0.4, "high": 1.26, "early_batches": 4, "early_margin": 0.01}
+FAMILIES = tuple(dataclasses.replace(spec, crossing=CROSSING) for spec in (
     FamilySpec("toy_fast", "id", "image", "synthetic", "power law", {"kind": "scaled", "base": 0.55, "low": 0.9,
                                                                      "high": 1.1}, ID_BUDGET),
     FamilySpec("toy_slow", "id", "text", "synthetic", "power law", {"kind": "scaled", "base": 0.9, "low": 0.9,
@@ -19,7 +21,7 @@ FAMILIES = (
                OOD_BUDGET),
     FamilySpec("toy_vit", "ood", "image", "synthetic", "power law", {"kind": "loguniform", "low": 0.6,
                                                                      "high": 0.9}, OOD_BUDGET),
-)
+))
 
 
 def synthetic_losses(rng: np.random.Generator, length: int) -> np.ndarray:

@@ -9,23 +9,26 @@ import pytest
 
 from curves.bank import load_bank
 from mara_env.fixed_workloads import EPISODES_PER_ROOT, EVAL_LOADS, EVAL_TASK_SETS, ROOTS, WORKLOAD_DIR, workload_path
+from curves.targets import first_crossing
+from mara_env.fixed_workloads import check_complete_pools
 from mara_env.simulator import oracle_successes
+from mara_env.tasksets import TASK_SETS
 from mara_env.workload import file_checksum, load_workload
 
 PINNED = {
-    "id_p0.04.json": "e5b1c050f54f20e67f441c1e75ce7a81e73f7e792ab7d110f691fd6366ff5be1",
-    "id_p0.05.json": "9baa4d037a3c7642dba222cb2d1440aa3cca40981cd72734acb7a83c2a59b1c7",
-    "id_p0.06.json": "da0ae1eb79b8bb8ee5721ae60dbab6f3bac8c4da32a96aa58bd91438f466e1ee",
-    "id_p0.07.json": "e4c6086b8ca626fe686917da202e4726db339cbb4eec1b922843fd72c87f6978",
-    "rl_ood_p0.04.json": "d0e1b7a3cff6f65c39d0e1267cc04f62f304610ac735da1f924aa4402e95f817",
-    "rl_ood_p0.05.json": "1d34aa9198533b5acdee4b38579be578e4958503e0e1c840495feea5748b73d1",
-    "rl_ood_p0.06.json": "9252d864d7026e0bd5026ce5d682342d8be5674c8592714a34e647f021ad90eb",
-    "rl_ood_p0.07.json": "066cddab1f3aa3c6589192e39ba193bd23e400d4aff04af0d320cf5b84f7bed5",
-    "vit_ood_p0.04.json": "5844777b608b2bdadefce900f115d36ffd7f02313718fae63cdb99380763c3a0",
-    "vit_ood_p0.05.json": "569fd5c13c8fde578e98ef3a746b50a41d75bd3f77c6b4f7621c32bc54398654",
-    "vit_ood_p0.06.json": "75bbbfdbbd341a5c793b2ddfd0562cff3940939454a35aeda883d05c6806986e",
-    "vit_ood_p0.07.json": "00f7d6130b9e542f42a4143fda7b4d92d7ba48834516cceb47222c627bf8e81e",
-    "stress.json": "d79a4e5f3576de0e4108db821a86d03d0f5ea4885ac356689640c5b59aeeb05e",
+    "id_p0.04.json": "b1ac35aff6b43ae124a4e1c6203877c22826e8defa4197d8bcc0687776ae2269",
+    "id_p0.05.json": "7305ff0044e3045101a30efbc49d8639190d901248bede9a538c11179b05a751",
+    "id_p0.06.json": "aef836bac5352a3ad4d46cf6d89bc3f8bf5a639aa51f3c42c1d4ec9ad9ea572a",
+    "id_p0.07.json": "9884581b67782496d360993e7616e5c81066576aa4d854a42066727a6706ed94",
+    "rl_ood_p0.04.json": "f54e760b52d5f8741c749b0929fa30c695961a32d334ee5d8ddac3450e6db677",
+    "rl_ood_p0.05.json": "efcb72fbc6a38c90c7c9a954724c2e113a4450c2f7b86da3521e49d9803f3fd0",
+    "rl_ood_p0.06.json": "953a625edf1b29f9ae908549c35133dd43e37b4087fcbd9fb6f30e2c37712ee7",
+    "rl_ood_p0.07.json": "19165d8281031a3428e47e91a453242e5dc34ab3d429bd5b3681ef0046fb640f",
+    "vit_ood_p0.04.json": "6ecf3da8f9f5ed636431530af4f47499c052a7a39925a5f8262d1468e7df7f98",
+    "vit_ood_p0.05.json": "c0e3dd2f256209fa579a02d8d4e978ba94551d6506c8bebd4f4384a04e42c243",
+    "vit_ood_p0.06.json": "032a4ee461a441af1e70fc3c8527f5bef396a54e6a3b6c77f001bcc0f7a3fbbe",
+    "vit_ood_p0.07.json": "b6b013c64fdf6fe15cf5d85ee85db9da04b1b5baf4f3b46ace21d4429f92744e",
+    "stress.json": "214498618cefbbea927be8635e0fa34caff56cc03256b67861f9e323fd20dcae",
 }
 
 
@@ -57,7 +60,20 @@ def test_load_workloads_are_complete_and_use_test_curves(shipped_bank, task_set,
 
 def test_stress_workload_matches_the_paper_design(shipped_bank):
     workload = load_workload(workload_path("stress"), shipped_bank)
+    stress = TASK_SETS["stress"]
     for episode in workload.episodes:
         feasible = oracle_successes(episode, shipped_bank)
         assert len(episode) == 20 and feasible.sum() == 13
         assert not feasible[episode.arrival == 0].any()
+        short = np.flatnonzero(episode.arrival == stress.short_arrival)
+        crossings = [int(first_crossing(shipped_bank.cumavg(episode.curve[k]), episode.eps[k])) for k in short]
+        assert all(stress.short_crossing[0] <= c <= stress.short_crossing[1] for c in crossings)
+
+
+def test_the_shipped_bank_has_complete_test_pools(shipped_bank):
+    check_complete_pools(shipped_bank)
+
+
+def test_a_partial_pool_is_refused(bank_dir):
+    with pytest.raises(ValueError, match="toy_fast.*fewer than the 24"):
+        check_complete_pools(load_bank(bank_dir))

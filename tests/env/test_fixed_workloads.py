@@ -77,3 +77,18 @@ def test_the_shipped_bank_has_complete_test_pools(shipped_bank):
 def test_a_partial_pool_is_refused(bank_dir):
     with pytest.raises(ValueError, match="toy_fast.*fewer than the 24"):
         check_complete_pools(load_bank(bank_dir))
+
+
+def test_the_one_command_regenerates_the_shipped_files_byte_for_byte(tmp_path):
+    from mara_env.fixed_workloads import main
+
+    assert main(["--out", str(tmp_path)]) == 0
+    for name in PINNED:
+        assert file_checksum(tmp_path / name) == PINNED[name], name
+
+
+def test_the_command_refuses_a_partial_bank_with_one_line(bank_dir, tmp_path, capsys):
+    from mara_env.fixed_workloads import main
+
+    assert main(["--bank", str(bank_dir), "--out", str(tmp_path)]) == 2
+    assert "toy_fast" in capsys.readouterr().err and not list(tmp_path.iterdir())

@@ -1,7 +1,9 @@
 """MARA-v0: allocate discrete compute nodes among learning tasks with deadlines (Gymnasium + PettingZoo).
 
-``import mara_env`` registers ``MARA-v0`` with Gymnasium (``gym.make("MARA-v0")``) and, where the installed
-PettingZoo has a registry, the AEC and parallel variants with PettingZoo. This package never imports torch.
+``import mara_env`` registers ``MARA-v0`` with Gymnasium (``gym.make("MARA-v0")``; ``gym.make_vec("MARA-v0",
+num_envs=N)`` gives the native batched :class:`mara_env.vector_env.MARAVectorEnv`, ``vectorization_mode="sync"``
+or ``"async"`` the generic wrappers) and, where the installed PettingZoo has a registry, the AEC and parallel
+variants with PettingZoo. This package imports neither torch nor ``mara_agents``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ __all__ = ["MARAConfig", "Episode", "Workload", "TASK_SETS", "env", "parallel_en
 ENV_ID = "MARA-v0"
 
 if ENV_ID not in gymnasium.registry:
-    gymnasium.register(id=ENV_ID, entry_point="mara_env.gym_env:MARAEnv")
+    gymnasium.register(id=ENV_ID, entry_point="mara_env.gym_env:MARAEnv",
+                       vector_entry_point="mara_env.vector_env:MARAVectorEnv")
 
 if hasattr(pettingzoo, "register") and hasattr(pettingzoo, "aec_registry"):
     if ENV_ID not in pettingzoo.aec_registry:

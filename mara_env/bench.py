@@ -1,25 +1,70 @@
-"""Throughput benchmark of the environments: ``python -m mara_env.bench [--bank DIR] [--steps N]``.
+"""Throughput of the environments: ``python -m mara_env.bench [--bank DIR] [--steps N] [--out FILE]``.
 
-Prints one line per figure: Gymnasium env steps/s under FIFO and under random legal matchings (policy time
-included, single process), AEC node turns/s under both, ``gymnasium.make_vec`` with 8 envs (sync and
-async) in env steps/s, and the process's peak resident memory.  Single-process figures are given per
-wall-clock second and per CPU second of this process; on a shared machine the second is the one that
-does not depend on what else runs.
+Prints one line per figure:
+
+* the Gymnasium env (``gym.make``) under a FIFO rule and under random legal matchings, steps/s;
+* the PettingZoo AEC env under the same two rules, node turns/s;
+* the native vector env (``gym.make_vec(..., vectorization_mode="vector_entry_point")``) at N = 1, 4, 16, 64
+  and 256, env steps/s, with precomputed actions (node i serves slot i + 1 — a matching, so nothing but the
+  simulator is timed) and with the FIFO rule computed on the batched observation every step;
+* the ratio of the vector env at N = 64 to the single env with the same precomputed actions, in this run;
+* the process's peak resident memory.
+
+Rates are per wall-clock second and per CPU second of this process; on a shared machine the second does not
+depend on what else runs. ``--out`` also writes the lines to a file. The rules live here, in NumPy, so the
+environment package needs nothing from the agents package.
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
 import mara_env
-from mara_agents.baselines import FIFOPolicy, RandomPolicy
-from mara_agents.policy import NodeActor, Policy
+from mara_env.features import TASK_FEATURE_INDEX
+
+_PRESENT = TASK_FEATURE_INDEX["present"]
+_REMAINING = TASK_FEATURE_INDEX["remaining_time"]
+VECTOR_SIZES = (1, 4, 16, 64, 256)
+
+Rule = Callable[[dict[str, np.ndarray]], np.ndarray]
+
+
+def fifo_picks(observation: dict[str, np.ndarray]) -> np.ndarray:
+    """FIFO on a batched observation: node i serves the i-th earliest-arrived active task (ties: lower slot).
+
+    Elapsed time since arrival is B·(1 − remaining_time); returns (N, M) picks (0 idle, j slot j − 1).
+    """
+    tasks, budget = observation["tasks"], observation["budget"]
+    num_nodes = observation["action_mask"].shape[-2]
+    present = tasks[..., _PRESENT] > 0
+    elapsed = np.where(present, budget * (1.0 - tasks[..., _REMAINING]), -np.inf)
+    order = np.argsort(-elapsed, axis=-1, kind="stable")[..., :num_nodes]
+    chosen = np.take_along_axis(present, order, axis=-1)
+    picks = np.zeros(present.shape[:-1] + (num_nodes,), dtype=np.int64)
+    picks[..., : order.shape[-1]] = np.where(chosen, order + 1, 0)
+    return picks
+
+
+def random_legal_picks(observation: dict[str, np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    """A random matching per episode of a batched observation: a random number of distinct occupied slots,
+    served by randomly chosen distinct nodes; the other nodes idle. Returns (N, M) picks."""
+    occupied = observation["action_mask"][:, 0, 1:].astype(bool)
+    n, k = occupied.shape
+    m = observation["action_mask"].shape[1]
+    order = np.argsort(np.where(occupied, rng.random((n, k)), np.inf), axis=1)  # occupied slots, shuffled
+    width = min(m, k)
+    serve = np.arange(width)[None, :] < rng.integers(0, np.minimum(occupied.sum(axis=1), m) + 1)[:, None]
+    slots = np.zeros((n, m), dtype=np.int64)
+    slots[:, :width] = np.where(serve, order[:, :width] + 1, 0)
+    return np.take_along_axis(slots, np.argsort(rng.random((n, m)), axis=1), axis=1)  # shuffle the nodes
 
 
 class Rate:
@@ -32,76 +77,120 @@ class Rate:
     def __exit__(self, *exc: object) -> None:
         self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
 
+    def per_second(self, count: int) -> tuple[float, float]:
+        """(wall, CPU) rates."""
+        return count / self.wall, count / max(self.cpu, 1e-9)
+
     def text(self, count: int, unit: str) -> str:
-        return f"{count / self.wall:10,.0f} {unit}/s wall, {count / self.cpu:10,.0f} {unit}/s CPU"
+        wall, cpu = self.per_second(count)
+        return f"{wall:11,.0f} {unit}/s wall, {cpu:11,.0f} {unit}/s CPU"
 
 
-def gym_steps_per_second(make: Callable[[], gym.Env], policy: Policy, steps: int) -> str:
-    env = make()
+def single_env(bank: str | None, rule: Rule | None, steps: int) -> Rate:
+    """``steps`` steps of ``gym.make("MARA-v0")``; ``rule`` maps one observation to an action (``None``:
+    the precomputed matching)."""
+    env = gym.make("MARA-v0", bank=bank, disable_env_checker=True)
+    fixed = np.arange(1, env.unwrapped.config.num_nodes + 1) % (env.unwrapped.config.max_active + 1)
     obs, _ = env.reset(seed=0)
-    policy.reset()
     with Rate() as rate:
         for _ in range(steps):
-            obs, _, terminated, truncated, _ = env.step(policy.act(obs))
+            action = fixed if rule is None else rule({key: value[None] for key, value in obs.items()})[0]
+            obs, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 obs, _ = env.reset()
-                policy.reset()
-    return rate.text(steps, "steps")
+    return rate
 
 
-def aec_turns_per_second(bank: str | None, policy: Policy, turns: int) -> str:
+def aec_env(bank: str | None, rule: Rule, turns: int) -> Rate:
+    """``turns`` node turns of the AEC env; each cycle's joint action comes from ``rule`` on node 0's view."""
     env = mara_env.env(bank=bank)
     env.reset(seed=0)
-    actor = NodeActor(policy)
-    actor.reset()
-    done = 0
+    node_of = {agent: i for i, agent in enumerate(env.possible_agents)}
+    done, joint = 0, None
     with Rate() as rate:
         while done < turns:
             for agent in env.agent_iter():
                 obs, _, terminated, truncated, _ = env.last()
-                env.step(None if terminated or truncated else actor.act(agent, obs))
+                node = node_of[agent]
+                if node == 0:
+                    inner = obs["observation"]
+                    batched = {**{key: value[None] for key, value in inner.items()},
+                               "action_mask": np.broadcast_to(obs["action_mask"], (1, len(env.possible_agents),
+                                                                                  obs["action_mask"].size))}
+                    joint = rule(batched)[0]
+                env.step(None if terminated or truncated else int(joint[node]))
                 done += 1
                 if done >= turns:
                     break
             else:
                 env.reset()
-                actor.reset()
-    return rate.text(turns, "node turns")
+    return rate
 
 
-def vector_steps_per_second(bank: str | None, mode: str, steps: int, num_envs: int = 8) -> float:
-    envs = gym.make_vec("MARA-v0", num_envs=num_envs, vectorization_mode=mode, bank=bank)
+def vector_env(bank: str | None, num_envs: int, rule: Rule | None, steps: int) -> Rate:
+    """``steps`` steps of the native vector env (``num_envs × steps`` env steps)."""
+    envs = gym.make_vec("MARA-v0", num_envs=num_envs, vectorization_mode="vector_entry_point", bank=bank)
+    cfg = envs.unwrapped.config
+    fixed = np.tile(np.arange(1, cfg.num_nodes + 1) % (cfg.max_active + 1), (num_envs, 1))
     obs, _ = envs.reset(seed=0)
-    policy = FIFOPolicy()
-    start = time.perf_counter()
-    for _ in range(steps):
-        actions = np.stack([policy.act({key: value[i] for key, value in obs.items()}) for i in range(num_envs)])
-        obs, *_ = envs.step(actions)
-    elapsed = time.perf_counter() - start
+    with Rate() as rate:
+        for _ in range(steps):
+            obs, *_ = envs.step(fixed if rule is None else rule(obs))
     envs.close()
-    return steps * num_envs / elapsed
+    return rate
 
 
-def main(argv: list[str] | None = None) -> None:
+def run(bank: str | None, steps: int, emit: Callable[[str], None]) -> None:
+    """Measure every figure and pass each printed line to ``emit``."""
+    rng = np.random.default_rng(0)
+
+    def random_rule(obs: dict[str, np.ndarray]) -> np.ndarray:
+        return random_legal_picks(obs, rng)
+
+    fixed_single = single_env(bank, None, steps)
+    emit(f"gym env, precomputed matching:    {fixed_single.text(steps, 'steps')}")
+    emit(f"gym env, FIFO rule:               {single_env(bank, fifo_picks, steps).text(steps, 'steps')}")
+    emit(f"gym env, random legal matchings:  {single_env(bank, random_rule, steps).text(steps, 'steps')}")
+    turns = steps * 7
+    emit(f"AEC env, FIFO rule:               {aec_env(bank, fifo_picks, turns).text(turns, 'node turns')}")
+    emit(f"AEC env, random legal matchings:  {aec_env(bank, random_rule, turns).text(turns, 'node turns')}")
+    precomputed: dict[int, tuple[float, float]] = {}
+    for num_envs in VECTOR_SIZES:
+        vector_steps = max(steps // num_envs, 200)
+        count = vector_steps * num_envs
+        fixed = vector_env(bank, num_envs, None, vector_steps)
+        precomputed[num_envs] = fixed.per_second(count)
+        emit(f"vector env N={num_envs:<3}, precomputed:    {fixed.text(count, 'env steps')}")
+        fifo = vector_env(bank, num_envs, fifo_picks, vector_steps)
+        emit(f"vector env N={num_envs:<3}, FIFO rule:      {fifo.text(count, 'env steps')}")
+    (vector_wall, vector_cpu), (single_wall, single_cpu) = precomputed[64], fixed_single.per_second(steps)
+    emit(f"vector env N=64 / gym env, precomputed: {vector_wall / single_wall:5.1f}x wall, "
+         f"{vector_cpu / single_cpu:5.1f}x CPU")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    emit(f"peak memory (this process):       {peak:11,.0f} MiB")
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="MARA-v0 environment throughput")
     parser.add_argument("--bank", default=None, help="curve bank directory (default: the shipped bank)")
-    parser.add_argument("--steps", type=int, default=20000, help="environment steps per single-env figure")
+    parser.add_argument("--steps", type=int, default=20000, help="env steps per single-env figure (>= 1000)")
+    parser.add_argument("--out", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
+    if args.steps < 1000:
+        parser.error(f"--steps must be at least 1000, got {args.steps}")
+    if args.bank is not None and not Path(args.bank).is_dir():
+        parser.error(f"--bank {args.bank}: no such directory")
+    lines: list[str] = []
 
-    def make() -> gym.Env:
-        return gym.make("MARA-v0", bank=args.bank)
+    def emit(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
 
-    print(f"gym env, FIFO policy:           {gym_steps_per_second(make, FIFOPolicy(), args.steps)}")
-    print(f"gym env, random legal actions:  {gym_steps_per_second(make, RandomPolicy(0), args.steps)}")
-    turns = args.steps * 7
-    print(f"AEC env, FIFO policy:           {aec_turns_per_second(args.bank, FIFOPolicy(), turns)}")
-    print(f"AEC env, random legal actions:  {aec_turns_per_second(args.bank, RandomPolicy(0), turns)}")
-    for mode in ("sync", "async"):
-        rate = vector_steps_per_second(args.bank, mode, args.steps // 8)
-        print(f"make_vec x8 ({mode:>5}), FIFO:      {rate:10,.0f} env steps/s wall")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak memory (this process):     {peak:10,.0f} MiB")
+    run(args.bank, args.steps, emit)
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

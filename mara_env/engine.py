@@ -13,6 +13,7 @@ import numpy as np
 
 from curves.bank import DEFAULT_BANK, CurveBank, load_bank
 from mara_env.config import MARAConfig
+from mara_env.shaping import shaped_reward
 from mara_env.simulator import Simulator, StepOutcome
 from mara_env.tasksets import TASK_SETS
 from mara_env.workload import Episode, Workload, load_workload
@@ -32,26 +33,26 @@ def cached_workload(path: str, bank_path: str) -> Workload:
     return load_workload(path, cached_bank(bank_path))
 
 
-class Engine:
-    """Episode source + simulator + reward for one environment instance."""
+class EpisodeSource:
+    """Where one environment's episodes come from: a workload file replayed in turn (or by index), or fresh
+    random draws from the configured task set."""
 
-    def __init__(self, config: MARAConfig):
+    def __init__(self, config: MARAConfig, bank: CurveBank, workload: Workload | None):
         self.config = config
-        self.bank_path = str(config.bank or DEFAULT_BANK)
-        self.bank = cached_bank(self.bank_path)
-        self.workload = cached_workload(str(config.workload), self.bank_path) if config.workload else None
-        self.sim = Simulator(config, self.bank)
+        self.bank = bank
+        self.workload = workload
         self._replayed = 0
 
-    def next_episode(self, rng: np.random.Generator, options: dict[str, Any] | None) -> Episode:
-        """A workload episode (``options={"episode": i}``, else the next in turn) or a fresh random one."""
+    def next(self, rng: np.random.Generator, options: dict[str, Any] | None) -> Episode:
+        """A workload episode (``options={"episode": i}``, else the next in turn), the given ``Episode``
+        (``options={"episode": episode}``) or a fresh random one drawn with ``rng``."""
         options = options or {}
         if isinstance(options.get("episode"), Episode):
             return options["episode"]
         if self.workload is not None:
             episodes = self.workload.episodes
             index = options.get("episode", self._replayed % len(episodes))
-            if not isinstance(index, (int, np.integer)) or not 0 <= index < len(episodes):
+            if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(episodes):
                 raise ValueError(f"options['episode'] must be an index in [0, {len(episodes)}), got {index!r}")
             self._replayed = int(index) + 1
             return episodes[int(index)]
@@ -59,9 +60,26 @@ class Engine:
         return TASK_SETS[cfg.task_set].sample(self.bank, rng, cfg.arrival_prob, cfg.arrival_window,
                                               cfg.curve_splits)
 
+
+def load_sources(config: MARAConfig) -> tuple[str, CurveBank, Workload | None]:
+    """The bank path, the bank and the workload (or ``None``) a config names, each loaded once per process."""
+    bank_path = str(config.bank or DEFAULT_BANK)
+    workload = cached_workload(str(config.workload), bank_path) if config.workload else None
+    return bank_path, cached_bank(bank_path), workload
+
+
+class Engine:
+    """Episode source + simulator + reward for one environment instance."""
+
+    def __init__(self, config: MARAConfig):
+        self.config = config
+        self.bank_path, self.bank, self.workload = load_sources(config)
+        self.source = EpisodeSource(config, self.bank, self.workload)
+        self.sim = Simulator(config, self.bank)
+
     def reset(self, rng: np.random.Generator, options: dict[str, Any] | None = None) -> dict[str, Any]:
         """Start an episode; returns the reset info (all step-info counters at zero)."""
-        self.sim.load(self.next_episode(rng, options))
+        self.sim.load(self.source.next(rng, options))
         return {key: 0 for key in INFO_KEYS}
 
     def step(self, picks: list[int]) -> tuple[float, bool, dict[str, Any]]:
@@ -69,7 +87,8 @@ class Engine:
         outcome: StepOutcome = self.sim.step(picks)
         reward = float(outcome.successes)
         if self.config.reward == "shaped":
-            reward += self.config.shaping_beta * (outcome.potential_after - outcome.potential_before)
+            reward = shaped_reward(reward, outcome.potential_before, outcome.potential_after,
+                                   self.config.shaping_beta)
         info: dict[str, Any] = {"successes": outcome.successes, "expirations": outcome.expirations,
                                 "conflicts": outcome.conflicts}
         if outcome.terminated:

@@ -23,8 +23,10 @@ import numpy as np
 
 from curves.bank import CurveBank
 from mara_env.config import MARAConfig
+from mara_env.curve_table import curve_table
 from mara_env.features import NUM_TASK_FEATURES
 from mara_env.features import TASK_FEATURE_INDEX as _F
+from mara_env.shaping import log_progress, potential
 from mara_env.workload import Episode
 
 FUTURE, QUEUED, ACTIVE, SUCCEEDED, EXPIRED = range(5)
@@ -42,16 +44,6 @@ class StepOutcome:
     potential_before: float
     potential_after: float
     terminated: bool
-
-
-def progress(first_loss: np.ndarray, loss: np.ndarray, eps: np.ndarray) -> np.ndarray:
-    """q_k = clip(log(L_k0 / max(L_k, ε_k)) / log(L_k0 / ε_k), 0, 1), and q_k = 1 if L_k0 ≤ ε_k (paper Eq. 13).
-
-    A task's progress is 0 before its first batch; Φ is the sum of q over active tasks.
-    """
-    span = np.log(np.maximum(first_loss / eps, 1.0 + 1e-12))
-    q = np.clip(np.log(first_loss / np.maximum(loss, eps)) / span, 0.0, 1.0)
-    return np.where(first_loss <= eps, 1.0, q)
 
 
 class Simulator:
@@ -76,12 +68,9 @@ class Simulator:
         n, width = len(episode), self.history_width
         warmup = self.config.warmup_observations
         # loss[k, s] = L_k(s) for s = 1..length (column 0, "no batch yet", stays 0).
-        self.loss_table = np.zeros((n, width + 1), dtype=np.float64)
-        for i, cid in enumerate(episode.curve):
-            curve = self.bank.cumavg(cid)
-            self.loss_table[i, 1: curve.size + 1] = curve
-            self.loss_table[i, curve.size + 1:] = curve[-1]
-        records = [self.bank.records[cid] for cid in episode.curve]
+        curves = curve_table(self.bank)
+        rows = curves.rows(episode.curve)
+        self.loss_table = curves.loss[rows]
         self.arrival = episode.arrival
         self.budget = episode.budget
         self.deadline = episode.arrival + episode.budget
@@ -90,7 +79,7 @@ class Simulator:
         eps = self.eps[:, None]
         batches = np.arange(width + 1)[None, :]
         seen = batches > 0
-        self.progress_table = np.where(seen, progress(first, self.loss_table, eps), 0.0)
+        self.progress_table = np.where(seen, log_progress(first, self.loss_table, eps), 0.0)
         # feature_table[k, s] = task k's feature row after s batches; remaining_time is filled per step and
         # queue_wait at admission.
         table = np.zeros((n, width + 1, NUM_TASK_FEATURES), dtype=np.float32)
@@ -101,8 +90,8 @@ class Simulator:
         table[..., _F["target_loss"]] = eps
         table[..., _F["log_loss_ratio"]] = np.where(seen, np.log(np.maximum(self.loss_table, _TINY) / eps), 0.0)
         table[..., _F["warmup"]] = np.minimum(batches / warmup, 1.0)
-        table[..., _F["log_batch_size"]] = np.log([float(r.batch_size) for r in records])[:, None]
-        table[..., _F["log_lr"]] = np.log([float(r.lr) for r in records])[:, None]
+        table[..., _F["log_batch_size"]] = curves.log_batch_size[rows, None]
+        table[..., _F["log_lr"]] = curves.log_lr[rows, None]
         self.feature_table = table
         self.batches = np.zeros(n, dtype=np.int64)
         self.admitted_at = np.full(n, -1, dtype=np.int64)
@@ -237,7 +226,7 @@ class Simulator:
     def potential(self) -> float:
         """Φ over the tasks now in slots (queued tasks are not active and do not count)."""
         tasks = self.slot_task[self.slot_task >= 0]
-        return float(self.progress_table[tasks, self.batches[tasks]].sum())
+        return potential(self.progress_table[tasks, self.batches[tasks]])
 
     def task_features(self) -> np.ndarray:
         """The (K, F) ``tasks`` block in the order of :data:`mara_env.features.TASK_FEATURES`."""

@@ -6,7 +6,8 @@ import pytest
 
 import mara_env  # noqa: F401
 from curves.bank import load_bank
-from mara_env.simulator import EXPIRED, SUCCEEDED, progress
+from mara_env.shaping import log_progress
+from mara_env.simulator import EXPIRED, SUCCEEDED
 from mara_env.workload import Episode
 
 CURVE = "toy_fast/test/000"
@@ -96,7 +97,7 @@ def test_shaped_reward_is_beta_times_potential_change(bank_dir):
     env = make_env(bank_dir)
     env.reset(options={"episode": Episode.from_lists([0], [CURVE], [eps], [300])})
     rewards = [env.step(serve_slot0())[1] for _ in range(3)]
-    q = [float(progress(np.array([curve[0]]), np.array([curve[s - 1]]), np.array([eps]))[0]) for s in (1, 2, 3)]
+    q = [float(log_progress(np.array([curve[0]]), np.array([curve[s - 1]]), np.array([eps]))[0]) for s in (1, 2, 3)]
     assert rewards[0] == pytest.approx(0.1 * q[0]) and q[0] == 0.0
     assert rewards[1] == pytest.approx(0.1 * (q[1] - q[0]))
     assert rewards[2] == pytest.approx(0.1 * (q[2] - q[1]))

@@ -1,0 +1,284 @@
+"""N episodes of the simulator advanced together in NumPy arrays: the core of the native vector env.
+
+The dynamics are those of :class:`mara_env.simulator.Simulator`, step order included (execute → success →
+expiry → advance → arrivals → admit → observe), written over arrays with a leading episode axis:
+
+* per-slot arrays ``(N, K)`` (task index, batches executed, deadline, …), the ``tasks`` feature block
+  ``(N, K, F)`` and the loss ``history`` ``(N, K, H_max)``, updated in place as slots are served, freed and
+  filled;
+* per-task arrays ``(N, C)`` padded to the largest episode held so far (arrival, deadline, status, …);
+  padding tasks never arrive and count as already ended.
+
+A step is a fixed sequence of array operations whatever N is; Python loops only run over the few
+episodes that start or end in a step. Every value is computed with the same NumPy operations as the
+single simulator, so observations, rewards and metrics agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from curves.bank import CurveBank
+from mara_env.config import MARAConfig
+from mara_env.curve_table import curve_table
+from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
+from mara_env.features import TASK_FEATURE_INDEX as _F
+from mara_env.shaping import log_progress, potential_batch
+from mara_env.simulator import ACTIVE, EXPIRED, FUTURE, QUEUED, SUCCEEDED
+from mara_env.workload import Episode
+
+PADDING = SUCCEEDED + 2  # status of the unused task columns: never arrives, counts as ended
+_NEVER = np.iinfo(np.int64).max
+_TINY = 1e-12
+# Feature columns written when a slot's task runs a batch, and when a task is admitted to a slot.
+_SERVED_COLUMNS = np.array([_F[name] for name in ("batches_done", "current_loss", "initial_loss",
+                                                  "log_loss_ratio", "warmup")])
+_ADMITTED_COLUMNS = np.array([_F[name] for name in ("present", "target_loss", "log_batch_size", "log_lr",
+                                                   "queue_wait")])
+_TOTALS = ("successes", "expirations", "conflicts", "busy", "queue_full", "waiting", "steps")
+_TASK_ARRAYS = {"arrival": (np.int64, _NEVER), "deadline": (np.int64, _NEVER), "budget": (np.int64, 1),
+                "eps": (np.float64, 1.0), "curve": (np.int64, 0), "status": (np.int8, PADDING),
+                "left_at": (np.int64, -1), "ready_at": (np.int64, -1)}
+
+
+class BatchSimulator:
+    """State of ``num_envs`` episodes; :meth:`load` (re)starts some of them, :meth:`step` advances all."""
+
+    def __init__(self, config: MARAConfig, bank: CurveBank, num_envs: int):
+        self.config = config
+        self.table = curve_table(bank)
+        self.bank = bank
+        n, k = num_envs, config.max_active
+        self.num_envs, self.num_nodes, self.num_slots = n, config.num_nodes, k
+        self.history_width = bank.max_length
+        self.slot_task = np.full((n, k), -1, dtype=np.int64)
+        self.slot_batches = np.zeros((n, k), dtype=np.int64)
+        self.slot_deadline = np.full((n, k), _NEVER, dtype=np.int64)
+        self.slot_budget = np.zeros((n, k), dtype=np.int64)
+        self.slot_curve = np.zeros((n, k), dtype=np.int64)
+        self.slot_eps = np.ones((n, k), dtype=np.float64)
+        self.slot_progress = np.zeros((n, k), dtype=np.float64)
+        self.features = np.zeros((n, k, NUM_TASK_FEATURES), dtype=np.float32)
+        self.history = np.zeros((n, k, self.history_width), dtype=np.float32)
+        self.t = np.zeros(n, dtype=np.int64)
+        self.num_tasks = np.zeros(n, dtype=np.int64)
+        self.totals = {name: np.zeros(n, dtype=np.int64) for name in _TOTALS}
+        self.phi = np.zeros(n, dtype=np.float64)
+        self.episodes: list[Episode | None] = [None] * n
+        self.tasks: dict[str, np.ndarray] = {}
+        self._grow(1)
+        lower = np.tril(np.ones((self.num_nodes, self.num_nodes), dtype=bool), -1)
+        self._earlier = lower[None]  # [0, i, j]: node j acts before node i
+
+    def _grow(self, capacity: int) -> None:
+        """Widen the per-task arrays to ``capacity`` columns, keeping what they hold."""
+        grown = {}
+        for name, (dtype, fill) in _TASK_ARRAYS.items():
+            grown[name] = np.full((self.num_envs, capacity), fill, dtype=dtype)
+            if name in self.tasks:
+                grown[name][:, : self.tasks[name].shape[1]] = self.tasks[name]
+        self.tasks = grown
+
+    # ------------------------------------------------------------------ episode start
+    def load(self, rows: list[int], episodes: list[Episode]) -> None:
+        """Restart episode slots ``rows`` at time 0 of ``episodes`` (tasks arriving at 0 are admitted at once)."""
+        for episode in episodes:
+            episode.check_against(self.bank, "episode")
+        capacity = max([len(episode) for episode in episodes] + [1])
+        if capacity > self.tasks["status"].shape[1]:
+            self._grow(capacity)
+        tasks = self.tasks
+        for row, episode in zip(rows, episodes):
+            n = len(episode)
+            for name, (_, fill) in _TASK_ARRAYS.items():
+                tasks[name][row] = fill
+            tasks["arrival"][row, :n] = episode.arrival
+            tasks["deadline"][row, :n] = episode.arrival + episode.budget
+            tasks["budget"][row, :n] = episode.budget
+            tasks["eps"][row, :n] = episode.eps
+            tasks["curve"][row, :n] = self.table.rows(episode.curve)
+            tasks["status"][row, :n] = FUTURE
+            self.num_tasks[row] = n
+            self.episodes[row] = episode
+        index = np.asarray(rows, dtype=np.int64)
+        self.slot_task[index] = -1
+        self.slot_batches[index] = 0
+        self.slot_deadline[index] = _NEVER
+        self.slot_budget[index] = 0
+        self.slot_progress[index] = 0.0
+        self.features[index] = 0.0
+        self.history[index] = 0.0
+        self.t[index] = 0
+        for total in self.totals.values():
+            total[index] = 0
+        self._arrive()
+        self._admit()
+        self.phi[index] = potential_batch(self.slot_progress[index], self.slot_task[index] >= 0)
+
+    # ------------------------------------------------------------------ dynamics
+    def step(self, picks: np.ndarray) -> dict[str, np.ndarray]:
+        """Advance every episode one step; ``picks`` (N, M) are range-checked node choices (0 idle, j slot j−1).
+
+        A pick of an empty slot, or of a slot a lower-indexed node already took, idles and counts a conflict.
+        Returns per-episode ``successes``, ``expirations``, ``conflicts``, ``phi_before``, ``phi_after``
+        and ``terminated``.
+        """
+        occupied = self.slot_task >= 0
+        active = occupied.sum(axis=1)
+        queued = (self.tasks["status"] == QUEUED).sum(axis=1)
+        chose = picks > 0
+        hit = chose & np.take_along_axis(occupied, np.maximum(picks - 1, 0), axis=1)
+        repeated = ((picks[:, :, None] == picks[:, None, :]) & self._earlier).any(axis=2)
+        serves = hit & ~repeated
+        served = serves.sum(axis=1)
+        conflicts = (chose & ~serves).sum(axis=1)
+        totals = self.totals
+        totals["queue_full"] += active == self.num_slots
+        totals["waiting"] += active + queued - served
+        totals["busy"] += served
+        totals["steps"] += 1
+        totals["conflicts"] += conflicts
+
+        served_at = np.flatnonzero(serves)  # (env, node) pairs as flat indices
+        env = served_at // self.num_nodes
+        successes = self._execute(env * self.num_slots + picks.reshape(-1)[served_at] - 1)
+        expirations = self._expire()
+        self.t += 1
+        self._arrive()
+        self._admit()
+        phi_before = self.phi
+        self.phi = potential_batch(self.slot_progress, self.slot_task >= 0)
+        return {"successes": successes, "expirations": expirations, "conflicts": conflicts,
+                "phi_before": phi_before, "phi_after": self.phi, "terminated": self.terminated()}
+
+    def _execute(self, cell: np.ndarray) -> np.ndarray:
+        """Phases 1–2: one batch for each served task, then successes leave.
+
+        ``cell`` lists the served slots as flat indices ``env · K + slot`` into the (N, K) slot arrays, which
+        index much faster than (env, slot) pairs.
+        """
+        batches = self.slot_batches.reshape(-1)
+        done = batches[cell] + 1
+        batches[cell] = done
+        curve = self.slot_curve.reshape(-1)[cell]
+        loss = self.table.loss[curve, done]
+        first = self.table.loss[curve, 1]
+        eps = self.slot_eps.reshape(-1)[cell]
+        self.history.reshape(-1)[cell * self.history_width + done - 1] = loss
+        ready = done == self.config.warmup_observations
+        if ready.any():
+            env = cell[ready] // self.num_slots
+            self.tasks["ready_at"][env, self.slot_task.reshape(-1)[cell[ready]]] = self.t[env] + 1
+        self.features.reshape(-1)[(cell * NUM_TASK_FEATURES)[:, None] + _SERVED_COLUMNS] = np.stack([
+            done / self.slot_budget.reshape(-1)[cell], loss, first, np.log(np.maximum(loss, _TINY) / eps),
+            np.minimum(done / self.config.warmup_observations, 1.0)], axis=1)
+        self.slot_progress.reshape(-1)[cell] = log_progress(first, loss, eps)
+        won = cell[loss <= eps]
+        self._leave(won, SUCCEEDED)
+        counts = np.bincount(won // self.num_slots, minlength=self.num_envs)
+        self.totals["successes"] += counts
+        return counts
+
+    def _expire(self) -> np.ndarray:
+        """Phase 3: active or queued tasks whose deadline is reached without success leave."""
+        limit = self.t + 1
+        late = self.slot_deadline <= limit[:, None]
+        self._leave(np.flatnonzero(late), EXPIRED)
+        status = self.tasks["status"]
+        waited_out = (status == QUEUED) & (self.tasks["deadline"] <= limit[:, None])
+        status[waited_out] = EXPIRED
+        self.tasks["left_at"][waited_out] = np.broadcast_to(limit[:, None], waited_out.shape)[waited_out]
+        counts = late.sum(axis=1) + waited_out.sum(axis=1)
+        self.totals["expirations"] += counts
+        return counts
+
+    def _leave(self, cell: np.ndarray, status: int) -> None:
+        """Tasks in slots ``cell`` (flat indices) end with ``status``; their slots are cleared."""
+        env = cell // self.num_slots
+        task = self.slot_task.reshape(-1)[cell]
+        self.tasks["status"][env, task] = status
+        self.tasks["left_at"][env, task] = self.t[env] + 1
+        self.slot_task.reshape(-1)[cell] = -1
+        self.slot_batches.reshape(-1)[cell] = 0
+        self.slot_deadline.reshape(-1)[cell] = _NEVER
+        self.slot_budget.reshape(-1)[cell] = 0
+        self.slot_progress.reshape(-1)[cell] = 0.0
+        self.features.reshape(-1, NUM_TASK_FEATURES)[cell] = 0.0
+        self.history.reshape(-1, self.history_width)[cell] = 0.0
+
+    def _arrive(self) -> None:
+        """Phase 5: tasks whose arrival step has come join the queue (the queue is in task order)."""
+        status = self.tasks["status"]
+        status[(status == FUTURE) & (self.tasks["arrival"] <= self.t[:, None])] = QUEUED
+
+    def _admit(self) -> None:
+        """Phase 6: fill free slots from the queue head, lowest slot index first."""
+        free = self.slot_task < 0
+        queued = self.tasks["status"] == QUEUED
+        rows = np.flatnonzero(free.any(axis=1) & queued.any(axis=1))
+        if rows.size == 0:
+            return
+        free, queued = free[rows], queued[rows]
+        rank = np.cumsum(queued, axis=1)
+        admitted = queued & (rank <= free.sum(axis=1)[:, None])
+        free_slots = np.argsort(~free, axis=1, kind="stable")  # free slots first, in slot order
+        pair, task = np.nonzero(admitted)
+        env = rows[pair]
+        cell = env * self.num_slots + free_slots[pair, rank[pair, task] - 1]
+        entry = env * self.tasks["status"].shape[1] + task  # flat index into the (N, C) task arrays
+        budget, curve, eps = (self.tasks[name].reshape(-1)[entry] for name in ("budget", "curve", "eps"))
+        self.tasks["status"].reshape(-1)[entry] = ACTIVE
+        self.slot_task.reshape(-1)[cell] = task
+        self.slot_deadline.reshape(-1)[cell] = self.tasks["deadline"].reshape(-1)[entry]
+        self.slot_budget.reshape(-1)[cell] = budget
+        self.slot_curve.reshape(-1)[cell] = curve
+        self.slot_eps.reshape(-1)[cell] = eps
+        self.features.reshape(-1)[(cell * NUM_TASK_FEATURES)[:, None] + _ADMITTED_COLUMNS] = np.stack([
+            np.ones(env.size), eps, self.table.log_batch_size[curve], self.table.log_lr[curve],
+            (self.t[env] - self.tasks["arrival"].reshape(-1)[entry]) / budget], axis=1)
+
+    # ------------------------------------------------------------------ views
+    def terminated(self) -> np.ndarray:
+        """(N,) bool: past the arrival window with every task arrived and ended."""
+        ended = (self.tasks["status"] >= SUCCEEDED).all(axis=1)
+        return (self.t >= self.config.arrival_window) & ended
+
+    def observation(self) -> dict[str, np.ndarray]:
+        """The batched Gymnasium observation: each entry stacks the single env's along a leading N axis."""
+        cfg = self.config
+        occupied = self.slot_task >= 0
+        mask = np.empty((self.num_envs, self.num_nodes, self.num_slots + 1), dtype=np.int8)
+        mask[:, :, 0] = 1
+        mask[:, :, 1:] = occupied[:, None, :]
+        tasks = self.features.copy()
+        left = (self.slot_deadline - self.t[:, None]) / np.maximum(self.slot_budget, 1)
+        tasks[:, :, _F["remaining_time"]] = np.where(occupied, left, 0.0)
+        queued = (self.tasks["status"] == QUEUED).sum(axis=1)
+        glob = np.empty((self.num_envs, NUM_GLOBAL_FEATURES), dtype=np.float32)
+        glob[:, 0] = cfg.num_nodes / cfg.max_nodes
+        glob[:, 1] = occupied.sum(axis=1) / self.num_slots
+        glob[:, 2] = queued / self.num_slots
+        glob[:, 3] = self.t / cfg.arrival_window
+        return {"action_mask": mask, "tasks": tasks, "history": self.history.copy(),
+                "history_len": self.slot_batches.copy(), "budget": self.slot_budget.astype(np.float32),
+                "global": glob}
+
+    def metrics(self, row: int) -> dict[str, float]:
+        """Episode ``row``'s metrics, computed as :meth:`mara_env.simulator.Simulator.metrics` does."""
+        n = int(self.num_tasks[row])
+        totals = {name: int(value[row]) for name, value in self.totals.items()}
+        steps = max(totals["steps"], 1)
+        left_at, ready_at = self.tasks["left_at"][row, :n], self.tasks["ready_at"][row, :n]
+        end = np.where(left_at >= 0, left_at, int(self.t[row]))
+        ready = np.where(ready_at >= 0, ready_at, end) - self.tasks["arrival"][row, :n]
+        return {
+            "tasks": float(n),
+            "successes": float(totals["successes"]),
+            "success_rate": totals["successes"] / n if n else float("nan"),
+            "utilisation": totals["busy"] / (self.num_nodes * steps),
+            "queue_full": totals["queue_full"] / steps,
+            "waiting": totals["waiting"] / steps,
+            "ready": float(ready.mean()) if n else float("nan"),
+            "conflicts": float(totals["conflicts"]),
+            "steps": float(totals["steps"]),
+        }

@@ -1,0 +1,77 @@
+"""The paper's objective-preserving progress shaping (paper §4.3, Eqs. 13–15), one function per formula.
+
+Both the single environment (:mod:`mara_env.simulator`) and the batched one (:mod:`mara_env.vector_env`) call
+these functions, so the two give bit-identical rewards.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_PAIRWISE_BLOCK = 128  # NumPy sums up to this many terms without splitting the vector in two
+
+
+def log_progress(first_loss: np.ndarray, loss: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    """Task progress q_k (paper Eq. 13), elementwise over broadcastable arrays.
+
+    q_k = clip(log(L_k0 / max(L_k, ε_k)) / log(L_k0 / ε_k), 0, 1), and q_k = 1 when L_k0 ≤ ε_k. L_k0 is the
+    loss at the task's first batch; a task that has not run a batch yet has q_k = 0 (the caller applies this,
+    since it depends on the batch count, not on the losses).
+    """
+    span = np.log(np.maximum(first_loss / eps, 1.0 + 1e-12))
+    q = np.clip(np.log(first_loss / np.maximum(loss, eps)) / span, 0.0, 1.0)
+    return np.where(first_loss <= eps, 1.0, q)
+
+
+def potential(active_progress: np.ndarray) -> float:
+    """Φ_t = Σ_{k ∈ A_t} q_k(t), the state potential defined with paper Eq. 13.
+
+    ``active_progress`` lists q_k of the active tasks in slot order; queued tasks are not active and do not
+    count. The sum is NumPy's own reduction over that compact vector, which fixes the rounding.
+    """
+    return float(np.sum(active_progress))
+
+
+def potential_batch(progress: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """Φ_t for a batch of episodes: ``progress`` and ``active`` are (N, K) per-slot arrays.
+
+    Each row's result equals :func:`potential` of that row's active entries in slot order, bit for bit. The
+    active entries are packed to the front of each row (zeros behind them add exactly) and summed in the
+    order NumPy's pairwise reduction uses for a vector of that length: left to right below 8 terms; above,
+    eight interleaved partial sums over whole blocks of 8, combined as a tree, then the remaining terms left
+    to right. Rows wider than one reduction block (K > 128) are grouped by their count and reduced by NumPy
+    itself.
+    """
+    counts = active.sum(axis=1)
+    order = np.argsort(~active, axis=1, kind="stable")  # active slots first, in slot order
+    packed = np.take_along_axis(np.where(active, progress, 0.0), order, axis=1)
+    width = packed.shape[1]
+    if width > _PAIRWISE_BLOCK:
+        phi = np.zeros(packed.shape[0], dtype=np.float64)
+        for count in np.unique(counts).tolist():
+            rows = counts == count
+            phi[rows] = packed[rows, :count].sum(axis=1)
+        return phi
+    left_to_right = np.cumsum(packed, axis=1)[:, -1] if width else np.zeros(packed.shape[0])
+    if width < 8:
+        return left_to_right
+    blocks = counts // 8
+    partial = packed[:, :8].copy()
+    for block in range(1, width // 8):
+        partial += np.where((block < blocks)[:, None], packed[:, 8 * block: 8 * block + 8], 0.0)
+    p = partial.T
+    total = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))
+    for column in range(8, width):
+        total = total + np.where(column >= 8 * blocks, packed[:, column], 0.0)
+    return np.where(counts < 8, left_to_right, total)
+
+
+def shaped_reward(successes: np.ndarray | int, phi_before: np.ndarray | float, phi_after: np.ndarray | float,
+                  beta: float) -> np.ndarray | float:
+    """r_t = r_t^success + β (Φ_{t+1} − Φ_t) (paper Eq. 14).
+
+    Succeeded and expired tasks leave before Φ_{t+1} is taken and new tasks enter with q = 0, so Φ is zero
+    at both episode ends and the undiscounted return telescopes to the number of successful tasks (paper
+    Eq. 15): shaping changes credit assignment, not the objective.
+    """
+    return successes + beta * (phi_after - phi_before)

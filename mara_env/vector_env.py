@@ -1,0 +1,214 @@
+"""The native vector env: ``gym.make_vec("MARA-v0", num_envs=N, vectorization_mode="vector_entry_point")``.
+
+One :class:`MARAVectorEnv` holds N episodes in NumPy arrays (:class:`mara_env.batched.BatchSimulator`) and
+steps them all with one fixed sequence of array operations, instead of N Python environments. It is a
+drop-in replacement for ``SyncVectorEnv`` over N ``MARA-v0`` envs and returns the same trajectories:
+
+* **seeding** — ``reset(seed=s)`` seeds sub-env i with ``s + i`` (a list gives one seed per sub-env, ``None``
+  keeps each sub-env's generator), exactly as ``SyncVectorEnv`` seeds its envs, so sub-env i plays the
+  episodes ``gym.make("MARA-v0").reset(seed=s + i)`` would;
+* **workloads** — with ``workload=...`` every sub-env replays the file in turn from episode 0, as a single
+  env does; ``reset(options={"episode": i})`` starts every sub-env at episode i, and
+  ``options={"episode": [i_0, …, i_{N-1}]}`` gives each its own (indices or ``Episode`` objects);
+* **autoreset** — ``metadata["autoreset_mode"]`` is ``AutoresetMode.NEXT_STEP`` (Gymnasium's default): the
+  step after a sub-env terminates ignores its action and returns its reset observation with reward 0 and the
+  reset info. ``autoreset_mode=AutoresetMode.DISABLED`` instead requires ``reset(options={"reset_mask": m})``
+  for the ended sub-envs before the next step (useful to pick the next workload episode yourself);
+* **infos** — the single env's info keys batched as ``SyncVectorEnv`` batches them: ``successes``,
+  ``expirations``, ``conflicts`` as (N,) int arrays with ``_key`` masks, and ``episode_metrics`` (a dict of
+  (N,) arrays) with mask ``_episode_metrics`` on the steps where sub-envs terminate.
+
+Observations are the ``observation="dict"`` layout of ``MARAEnv`` with a leading N axis; every array is new
+on each call. The settings are those of ``MARAConfig``; the front-end options ``conflicts``, ``observation``
+and ``flat_history`` must keep their defaults (the paper's rule and layout), and there is no rendering.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from mara_env.batched import BatchSimulator
+from mara_env.config import MARAConfig
+from mara_env.engine import INFO_KEYS, EpisodeSource, load_sources
+from mara_env.gym_env import MARAEnv
+from mara_env.shaping import shaped_reward
+from mara_env.workload import Episode
+
+# Config fields the batched simulator implements; every other field must keep its default.
+SUPPORTED_FIELDS = frozenset({"num_nodes", "max_active", "arrival_prob", "arrival_window", "task_set",
+                              "curve_splits", "reward", "shaping_beta", "warmup_observations", "max_nodes",
+                              "bank", "workload"})
+AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED)
+
+
+def check_supported(config: MARAConfig) -> None:
+    """``ValueError`` naming the first field the vector env does not implement that is not at its default."""
+    for field in dataclasses.fields(config):
+        if field.name not in SUPPORTED_FIELDS and getattr(config, field.name) != field.default:
+            raise ValueError(f"the native vector env supports only the default {field.name}={field.default!r}, "
+                             f"got {getattr(config, field.name)!r}; use vectorization_mode='sync' instead")
+
+
+class MARAVectorEnv(gym.vector.VectorEnv):
+    """N MARA-v0 episodes stepped together in NumPy; see the module docstring for the contract."""
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(self, num_envs: int, config: MARAConfig | None = None,
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+                 render_mode: str | None = None, **overrides: Any):
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        if render_mode is not None:
+            raise ValueError(f"the native vector env does not render; render_mode must be None, got {render_mode!r}")
+        try:
+            mode = AutoresetMode(autoreset_mode)
+        except ValueError:
+            mode = None
+        if mode not in AUTORESET_MODES:
+            raise ValueError(f"autoreset_mode must be one of {[m.value for m in AUTORESET_MODES]}, "
+                             f"got {autoreset_mode!r}")
+        base = config or MARAConfig()
+        self.config = base.replace(**overrides) if overrides else base
+        check_supported(self.config)
+        self.num_envs = int(num_envs)
+        self.metadata = {**self.metadata, "autoreset_mode": mode}
+        single = MARAEnv(config=self.config)
+        self.single_observation_space = single.observation_space
+        self.single_action_space = single.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        _, bank, workload = load_sources(self.config)
+        self.sim = BatchSimulator(self.config, bank, self.num_envs)
+        self.sources = [EpisodeSource(self.config, bank, workload) for _ in range(self.num_envs)]
+        self.rngs = [seeding.np_random(None)[0] for _ in range(self.num_envs)]
+        self._needs_reset = np.ones(self.num_envs, dtype=bool)
+        self._started = False
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, *, seed: int | Sequence[int | None] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Start new episodes in all sub-envs, or only in ``options["reset_mask"]`` (bool (N,))."""
+        seeds = self._seeds(seed)
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        if mask is None:
+            rows = list(range(self.num_envs))
+        else:
+            mask = np.asarray(mask)
+            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,) or not mask.any():
+                raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},) with at "
+                                 f"least one True, got {mask!r}")
+            if not self._started and not mask.all():
+                raise ValueError("the first reset() must reset every sub-env (no reset_mask, or all True)")
+            rows = np.flatnonzero(mask).tolist()
+        for row in rows:
+            if seeds[row] is not None:
+                self.rngs[row] = seeding.np_random(seeds[row])[0]
+        self._start(rows, self._episode_options(options, rows))
+        self._started = True
+        info = self._counter_info(np.zeros(self.num_envs, dtype=np.int64), rows)
+        return self.sim.observation(), info
+
+    def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
+        if seed is None:
+            return [None] * self.num_envs
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            return [int(seed) + i for i in range(self.num_envs)]
+        seeds = list(seed)
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"seed must be None, an int or {self.num_envs} seeds, got {len(seeds)} seeds")
+        return seeds
+
+    def _episode_options(self, options: dict[str, Any], rows: list[int]) -> list[dict[str, Any]]:
+        """Per-sub-env options: a sequence under ``"episode"`` gives each sub-env its own entry."""
+        chosen = options.get("episode")
+        if isinstance(chosen, (list, tuple, np.ndarray)):
+            if len(chosen) != self.num_envs:
+                raise ValueError(f"options['episode'] must hold one entry per sub-env ({self.num_envs}), "
+                                 f"got {len(chosen)}")
+            return [{**options, "episode": chosen[row]} for row in rows]
+        return [options] * len(rows)
+
+    def _start(self, rows: list[int], options: list[dict[str, Any]]) -> None:
+        episodes: list[Episode] = [self.sources[row].next(self.rngs[row], opts) for row, opts in zip(rows, options)]
+        self.sim.load(rows, episodes)
+        self._needs_reset[rows] = False
+
+    # ------------------------------------------------------------------ step
+    def step(self, actions: Any) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Advance every sub-env one step (sub-envs that ended last step reset instead, in NEXT_STEP mode)."""
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        restarting = self._needs_reset.copy()
+        if restarting.any() and self.metadata["autoreset_mode"] == AutoresetMode.DISABLED:
+            raise RuntimeError(f"sub-envs {np.flatnonzero(restarting).tolist()} have terminated; reset them with "
+                               f"reset(options={{'reset_mask': mask}}) before step()")
+        picks = self._parse_actions(actions, restarting)
+        outcome = self.sim.step(picks)
+        successes = outcome["successes"]
+        rewards = successes.astype(np.float64)
+        if self.config.reward == "shaped":
+            rewards = shaped_reward(rewards, outcome["phi_before"], outcome["phi_after"], self.config.shaping_beta)
+        terminated = outcome["terminated"] & ~restarting
+        info = {}
+        for key in INFO_KEYS:
+            values = np.where(restarting, 0, outcome[key])
+            info[key], info[f"_{key}"] = values, np.ones(self.num_envs, dtype=bool)
+        if terminated.any():
+            info["episode_metrics"], info["_episode_metrics"] = self._metrics(terminated), terminated.copy()
+        if restarting.any():
+            rows = np.flatnonzero(restarting).tolist()
+            self._start(rows, [{}] * len(rows))
+            rewards[restarting] = 0.0
+        self._needs_reset = terminated.copy()
+        truncated = np.zeros(self.num_envs, dtype=bool)
+        return self.sim.observation(), rewards, terminated, truncated, info
+
+    def _parse_actions(self, actions: Any, restarting: np.ndarray) -> np.ndarray:
+        """(N, M) int64 picks; rows of restarting sub-envs are ignored (set to idle), the rest checked."""
+        m, k = self.config.num_nodes, self.config.max_active
+        array = np.asarray(actions)
+        if array.shape != (self.num_envs, m):
+            raise ValueError(f"actions must have shape ({self.num_envs}, {m}) — one choice per sub-env and node — "
+                             f"got {array.shape}")
+        if array.dtype.kind not in "iu" and (array.dtype.kind != "f" or not np.all(np.mod(array, 1) == 0)):
+            raise ValueError(f"actions must hold integers, got dtype {array.dtype}")
+        picks = np.where(restarting[:, None], 0, array).astype(np.int64)
+        if picks.size and (picks.min() < 0 or picks.max() > k):
+            bad = np.flatnonzero(((picks < 0) | (picks > k)).any(axis=1)).tolist()
+            raise ValueError(f"action values must lie in [0, {k}] (0 = idle, j = slot j-1); sub-envs {bad} are out "
+                             f"of range")
+        return picks
+
+    def _counter_info(self, values: np.ndarray, rows: list[int]) -> dict[str, Any]:
+        """The reset info (every counter zero) for ``rows``, batched with masks."""
+        mask = np.zeros(self.num_envs, dtype=bool)
+        mask[rows] = True
+        info: dict[str, Any] = {}
+        for key in INFO_KEYS:
+            info[key], info[f"_{key}"] = values.copy(), mask.copy()
+        return info
+
+    def _metrics(self, terminated: np.ndarray) -> dict[str, np.ndarray]:
+        """``episode_metrics`` of the sub-envs that terminated this step, batched with masks."""
+        rows = np.flatnonzero(terminated).tolist()
+        per_row = [self.sim.metrics(row) for row in rows]
+        batched: dict[str, np.ndarray] = {}
+        for key in per_row[0]:
+            values = np.zeros(self.num_envs, dtype=np.float64)
+            values[rows] = [metrics[key] for metrics in per_row]
+            batched[key], batched[f"_{key}"] = values, terminated.copy()
+        return batched
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Nothing to release: the episodes live in this process's arrays."""
+

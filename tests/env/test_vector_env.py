@@ -1,0 +1,155 @@
+"""The native vector env gives the same trajectories as N single envs (Gymnasium's SyncVectorEnv over MARA-v0)."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+import mara_env  # noqa: F401  (registers MARA-v0)
+from mara_env.bench import fifo_picks, random_legal_picks
+from curves.bank import load_bank
+from mara_env.tasksets import TASK_SETS
+from mara_env.shaping import potential, potential_batch
+from mara_env.vector_env import MARAVectorEnv
+from mara_env.workload import Workload, save_workload
+
+SMALL = {"arrival_window": 40, "arrival_prob": 0.3}
+
+
+def make_pair(bank_dir, num_envs, **settings):
+    native = gym.make_vec("MARA-v0", num_envs=num_envs, vectorization_mode="vector_entry_point",
+                          bank=str(bank_dir), **settings)
+    reference = gym.make_vec("MARA-v0", num_envs=num_envs, vectorization_mode="sync", bank=str(bank_dir),
+                             **settings)
+    return native, reference
+
+
+def assert_same(a, b, where):
+    """Equal nested dicts of arrays: same keys, dtypes and values (NaN equal to NaN)."""
+    assert set(a) == set(b), (where, sorted(a), sorted(b))
+    for key in a:
+        if isinstance(a[key], dict):
+            assert_same(a[key], b[key], f"{where}/{key}")
+        else:
+            left, right = np.asarray(a[key]), np.asarray(b[key])
+            assert left.dtype == right.dtype and left.shape == right.shape, (where, key, left.dtype, right.dtype)
+            np.testing.assert_array_equal(left, right, err_msg=f"{where}/{key}")
+
+
+def play_both(native, reference, choose, steps, reset_kwargs):
+    """Step both vector envs with the same actions; every output must agree. Returns the number of ends."""
+    obs, info = native.reset(**reset_kwargs)
+    ref_obs, ref_info = reference.reset(**reset_kwargs)
+    assert_same(obs, ref_obs, "reset obs")
+    assert_same(info, ref_info, "reset info")
+    ends = 0
+    for t in range(steps):
+        actions = choose(obs)
+        out, ref = native.step(actions), reference.step(actions)
+        for name, left, right in zip(("obs", "reward", "terminated", "truncated", "info"), out, ref):
+            if isinstance(left, dict):
+                assert_same(left, right, f"step {t} {name}")
+            else:
+                assert left.dtype == right.dtype, (t, name)
+                np.testing.assert_array_equal(left, right, err_msg=f"step {t} {name}")
+        obs = out[0]
+        ends += int(out[2].sum())
+    return ends
+
+
+@pytest.mark.parametrize("rule", ["fifo", "random_legal", "raw"])
+@pytest.mark.parametrize("settings", [{}, {"num_nodes": 3, "max_active": 4, "reward": "sparse"}])
+def test_same_trajectories_as_sync_vector_env(bank_dir, rule, settings):
+    rng = np.random.default_rng(7)
+    num_envs = 5
+    native, reference = make_pair(bank_dir, num_envs, **SMALL, **settings)
+    m, k = native.unwrapped.config.num_nodes, native.unwrapped.config.max_active
+    choose = {"fifo": fifo_picks,
+              "random_legal": lambda obs: random_legal_picks(obs, rng),
+              "raw": lambda obs: rng.integers(0, k + 1, size=(num_envs, m))}[rule]  # conflicts included
+    ends = play_both(native, reference, choose, 800, {"seed": 11})
+    assert ends >= num_envs  # every sub-env ended and autoreset at least once
+
+
+def test_workload_replay_and_per_env_episodes(bank_dir, tmp_path):
+    rng = np.random.default_rng(3)
+    bank = load_bank(bank_dir)
+    episodes = tuple(TASK_SETS["id"].sample(bank, rng, 0.3, 40, ("test",), index=i) for i in range(6))
+    path = tmp_path / "small.json"
+    save_workload(path, Workload(episodes))
+    native, reference = make_pair(bank_dir, 3, workload=str(path), arrival_window=40)
+    assert play_both(native, reference, fifo_picks, 700, {}) >= 3  # each sub-env replays 0, 1, 2, …
+    native, _ = make_pair(bank_dir, 3, workload=str(path), arrival_window=40)
+    obs, _ = native.reset(options={"episode": [4, 0, 5]})
+    for row, index in enumerate([4, 0, 5]):
+        single = gym.make("MARA-v0", bank=str(bank_dir), workload=str(path), arrival_window=40)
+        single_obs, _ = single.reset(options={"episode": index})
+        assert_same({key: value[row] for key, value in obs.items()}, single_obs, f"episode {index}")
+
+
+def test_seed_s_gives_sub_env_i_the_single_env_seeded_s_plus_i(bank_dir):
+    native = gym.make_vec("MARA-v0", num_envs=3, bank=str(bank_dir), **SMALL)  # the default mode is native
+    assert isinstance(native.unwrapped, MARAVectorEnv)
+    assert native.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    obs, _ = native.reset(seed=100)
+    for i in range(3):
+        single_obs, _ = gym.make("MARA-v0", bank=str(bank_dir), **SMALL).reset(seed=100 + i)
+        assert_same({key: value[i] for key, value in obs.items()}, single_obs, f"sub-env {i}")
+    assert native.observation_space.contains(obs)
+
+
+def test_disabled_autoreset_resets_only_the_masked_sub_envs(bank_dir):
+    envs = MARAVectorEnv(2, autoreset_mode=AutoresetMode.DISABLED, bank=str(bank_dir), **SMALL)
+    obs, _ = envs.reset(seed=0)
+    terminated = np.zeros(2, dtype=bool)
+    while not terminated.any():
+        obs, _, terminated, _, info = envs.step(fifo_picks(obs))
+    assert info["_episode_metrics"].tolist() == terminated.tolist()
+    with pytest.raises(RuntimeError, match="reset_mask"):
+        envs.step(fifo_picks(obs))
+    live = int(np.flatnonzero(~terminated)[0]) if not terminated.all() else None
+    before = None if live is None else obs["tasks"][live].copy()
+    obs, info = envs.reset(options={"reset_mask": terminated})
+    assert info["_successes"].tolist() == terminated.tolist()
+    assert np.all(obs["global"][terminated, 3] == 0.0)  # t = 0 again
+    if live is not None:
+        np.testing.assert_array_equal(obs["tasks"][live], before)
+    envs.step(fifo_picks(obs))
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"conflicts": "repair"}, "conflicts"),
+    ({"observation": "flat"}, "observation"),
+    ({"render_mode": "ansi"}, "render_mode"),
+    ({"autoreset_mode": AutoresetMode.SAME_STEP}, "autoreset_mode"),
+    ({"num_nodes": 0}, "num_nodes"),
+])
+def test_unsupported_settings_are_refused_by_name(bank_dir, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MARAVectorEnv(2, bank=str(bank_dir), **kwargs)
+
+
+def test_bad_actions_and_calls_give_clear_errors(bank_dir):
+    envs = MARAVectorEnv(2, bank=str(bank_dir), **SMALL)
+    with pytest.raises(RuntimeError, match="reset"):
+        envs.step(np.zeros((2, 7), dtype=np.int64))
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match="shape"):
+        envs.step(np.zeros(7, dtype=np.int64))
+    with pytest.raises(ValueError, match="integers"):
+        envs.step(np.full((2, 7), 0.5))
+    with pytest.raises(ValueError, match=r"\[0, 10\]"):
+        envs.step(np.full((2, 7), 11))
+    with pytest.raises(ValueError, match="seed"):
+        envs.reset(seed=[1, 2, 3])
+    with pytest.raises(ValueError, match="episode"):
+        envs.reset(options={"episode": [0]})
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 10, 17, 40, 130])
+def test_batched_potential_sums_exactly_like_the_single_one(width):
+    rng = np.random.default_rng(width)
+    progress = rng.random((400, width)) * rng.choice([1e-6, 1e-2, 1.0], size=(400, width))
+    active = rng.random((400, width)) < rng.random((400, 1))
+    expected = [potential(row[mask]) for row, mask in zip(progress, active)]
+    np.testing.assert_array_equal(potential_batch(progress, active), expected)

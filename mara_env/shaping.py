@@ -29,7 +29,7 @@ def potential(active_progress: np.ndarray) -> float:
     ``active_progress`` lists q_k of the active tasks in slot order; queued tasks are not active and do not
     count. The sum is NumPy's own reduction over that compact vector, which fixes the rounding.
     """
-    return float(np.sum(active_progress))
+    return float(np.add.reduce(active_progress))
 
 
 def potential_batch(progress: np.ndarray, active: np.ndarray) -> np.ndarray:

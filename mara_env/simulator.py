@@ -16,8 +16,7 @@ Slot identity is stable while a task lives, so policies may track a task by its 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,8 +32,7 @@ FUTURE, QUEUED, ACTIVE, SUCCEEDED, EXPIRED = range(5)
 _TINY = 1e-12
 
 
-@dataclass(frozen=True)
-class StepOutcome:
+class StepOutcome(NamedTuple):
     """What one simulator step produced, before any reward shaping is applied by the front end."""
 
     successes: int
@@ -74,6 +72,7 @@ class Simulator:
         self.arrival = episode.arrival
         self.budget = episode.budget
         self.deadline = episode.arrival + episode.budget
+        self._deadlines = self.deadline.tolist()  # Python ints: the queue's expiry test runs every step
         self.eps = episode.eps
         first = self.loss_table[:, 1:2]
         eps = self.eps[:, None]
@@ -111,6 +110,7 @@ class Simulator:
         self._arrive()
         self._admit()
         self.phi = self.potential()
+        self._observed: dict[str, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ dynamics
     def step(self, picks: list[int]) -> StepOutcome:
@@ -145,6 +145,7 @@ class Simulator:
         self._arrive()
         self._admit()
         phi_before, self.phi = self.phi, self.potential()
+        self._observed = None
         return StepOutcome(successes, expirations, conflicts, self.last_served, phi_before, self.phi,
                            self.terminated)
 
@@ -168,14 +169,15 @@ class Simulator:
     def _expire(self) -> int:
         """Phase 3: active or queued tasks whose deadline is reached without success leave."""
         limit = self.t + 1
-        late = np.flatnonzero(self.slot_deadline <= limit)
+        late = (self.slot_deadline <= limit).nonzero()[0]
         if late.size:
             self._leave(late, self.slot_task[late], EXPIRED)
         count = int(late.size)
-        if self.queue and any(self.deadline[task] <= limit for task in self.queue):
+        deadlines = self._deadlines
+        if self.queue and any(deadlines[task] <= limit for task in self.queue):
             keep: deque[int] = deque()
             for task in self.queue:
-                if self.deadline[task] <= limit:
+                if deadlines[task] <= limit:
                     self.status[task] = EXPIRED
                     self.left_at[task] = limit
                     count += 1
@@ -228,31 +230,35 @@ class Simulator:
         tasks = self.slot_task[self.slot_task >= 0]
         return potential(self.progress_table[tasks, self.batches[tasks]])
 
-    def task_features(self) -> np.ndarray:
-        """The (K, F) ``tasks`` block in the order of :data:`mara_env.features.TASK_FEATURES`."""
-        features = np.zeros((self.num_slots, NUM_TASK_FEATURES), dtype=np.float32)
+    def observation(self) -> dict[str, np.ndarray]:
+        """The Gymnasium observation; every array is new, so callers may keep or modify it.
+
+        It is built once per simulator state and copied on each call: the AEC env asks for it once per
+        node turn.
+        """
+        if self._observed is None:
+            self._observed = self._build_observation()
+        return {key: value.copy() for key, value in self._observed.items()}
+
+    def _build_observation(self) -> dict[str, np.ndarray]:
         occupied = self.slot_task >= 0
         tasks = self.slot_task[occupied]
-        rows = self.feature_table[tasks, self.batches[tasks]]
+        batches = self.batches[tasks]
+        features = np.zeros((self.num_slots, NUM_TASK_FEATURES), dtype=np.float32)
+        rows = self.feature_table[tasks, batches]
         rows[:, _F["remaining_time"]] = (self.deadline[tasks] - self.t) / self.budget[tasks]
         features[occupied] = rows
-        return features
-
-    def observation(self) -> dict[str, np.ndarray]:
-        """The Gymnasium observation; every array is new, so callers may keep or modify it."""
-        occupied = self.slot_task >= 0
-        tasks = self.slot_task[occupied]
         mask = np.empty((self.num_nodes, self.num_slots + 1), dtype=np.int8)
         mask[:, 0] = 1
         mask[:, 1:] = occupied
         history_len = np.zeros(self.num_slots, dtype=np.int64)
-        history_len[occupied] = self.batches[tasks]
+        history_len[occupied] = batches
         budget = np.zeros(self.num_slots, dtype=np.float32)
         budget[occupied] = self.budget[tasks]
         cfg = self.config
         glob = np.array([cfg.num_nodes / cfg.max_nodes, tasks.size / self.num_slots,
                          len(self.queue) / self.num_slots, self.t / cfg.arrival_window], dtype=np.float32)
-        return {"action_mask": mask, "tasks": self.task_features(), "history": self.history.copy(),
+        return {"action_mask": mask, "tasks": features, "history": self.history,
                 "history_len": history_len, "budget": budget, "global": glob}
 
     def metrics(self) -> dict[str, float]:

@@ -1,26 +1,38 @@
 """Evaluate every allocator on the fixed evaluation workloads and write the paper's tables and figures.
 
     python evaluate.py                  # all experiments: Tables 1–5, Figure 4, Clairvoyant bound, paper vs ours
-    python evaluate.py --quick          # smoke test
+    python evaluate.py --quick          # smoke test (written to a scratch directory)
     python evaluate.py --help           # experiments and options
 
-The work happens in :mod:`mara_agents.evaluation`; this file is only the entry point.
+The work happens in :mod:`mara_agents.evaluation`; this file is only the entry point.  A bad flag or an
+unusable input file is one line on stderr and exit status 2; SIGINT or SIGTERM stops every worker process and
+exits with status 130 (finished episodes stay cached).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 
-from curves.bank import BankError
-from mara_agents.evaluation.cli import main
-from mara_env.workload import WorkloadError
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        sys.exit(main())
-    except (WorkloadError, BankError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        from curves.bank import BankError
+        from mara_agents.checkpoint_io import CheckpointError
+        from mara_agents.evaluation.cli import main
+        from mara_agents.evaluation.methods import MethodError
+        from mara_env.workload import WorkloadError
+
+        try:
+            sys.exit(main())
+        except (WorkloadError, BankError, MethodError, CheckpointError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
     except KeyboardInterrupt:
         print("\ninterrupted: finished episodes are cached; run the same command again to resume", file=sys.stderr)
         sys.exit(130)

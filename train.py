@@ -1,6 +1,9 @@
 """Train MARA's two stages: ``python train.py fm …`` (the flow-matching predictor, stage I) and
 ``python train.py mat --seed S [--predictor fm|wls] [--reward shaped|sparse] [--steps 100000] [--device cuda]``
-(the MAT allocator, stage II).  ``python train.py {fm,mat} --help`` lists every setting."""
+(the MAT allocator, stage II).  ``python train.py {fm,mat} --help`` lists every setting; each command line is
+generated from the stage's settings dataclasses (:class:`~mara_agents.predictors.train.FMTrainConfig`,
+:class:`~mara_agents.mat.config.MATTrainConfig`).  A bad setting or an unusable file is one line on stderr and
+exit status 2."""
 
 from __future__ import annotations
 
@@ -10,21 +13,35 @@ from collections.abc import Sequence
 USAGE = "usage: python train.py {fm,mat} [options]   (python train.py fm --help, python train.py mat --help)"
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> int:
+    """Dispatch to the stage's trainer; returns the exit status."""
+    from curves.bank import BankError
+    from mara_agents.checkpoint_io import CheckpointError
+    from mara_env.workload import WorkloadError
+
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("fm", "mat"):
-        raise SystemExit(USAGE)
+        print(USAGE, file=sys.stderr)
+        return 2
     stage, rest = args[0], args[1:]
-    if stage == "fm":
-        from mara_agents.predictors.train import main as train_fm
-        train_fm(rest)
-        return
-    from mara_agents.mat.config import parse_config
-    from mara_agents.mat.train import train as train_mat
-    result = train_mat(parse_config(rest))
+    try:
+        if stage == "fm":
+            from mara_agents.predictors.train import main as train_fm
+            train_fm(rest)
+            return 0
+        from mara_agents.mat.config import parse_config
+        from mara_agents.mat.train import train as train_mat
+        result = train_mat(parse_config(rest))
+    except (ValueError, OSError, CheckpointError, BankError, WorkloadError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: run the same command again to resume from the last saved state", file=sys.stderr)
+        return 130
     print(f"MAT checkpoint {result.checkpoint} (+ .json manifest); {result.global_step} env steps, "
           f"{result.seconds:.0f} s, {result.steps_per_second:.0f} env steps/s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,14 +1,23 @@
-"""Checkpoint files shared by the FM predictor and MAT: atomic writes, validated reads, provenance.
+"""Checkpoint files shared by the FM predictor and MAT: atomic writes, verified reads, provenance.
 
 Every write goes to a temporary file beside the target and is renamed over it (``os.replace``), so a run
-killed mid-write never leaves a torn checkpoint; every read names the file in its error.
+killed mid-write never leaves a torn checkpoint.  Every read is verified and names the file in its error:
+
+* an exported checkpoint whose manifest (``<name>.json`` beside it) records ``checkpoint_sha256`` must have
+  those bytes — a flipped bit is refused, not played;
+* weights must be finite (an all-NaN checkpoint loads without complaint from ``torch.load``);
+* a training run's resumable state (``last.pt``) is written with a SHA-256 sidecar and the previous state is
+  kept as ``last.prev.pt``; :func:`load_run_state` falls back to the previous state when the last one fails
+  its check, and stops with a clear error when both do.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +27,12 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint is missing, unreadable or of the wrong kind; the message names the file."""
+    """A checkpoint is missing, unreadable, corrupt or of the wrong kind; the message names the file."""
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> None:
@@ -30,15 +44,42 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> None:
     os.replace(tmp, path)
 
 
+def manifest_path(path: str | os.PathLike[str]) -> Path:
+    """The JSON manifest beside a checkpoint."""
+    return Path(path).with_suffix(".json")
+
+
+def verify_manifest_checksum(path: Path, kind: str) -> None:
+    """Refuse a checkpoint whose bytes differ from the SHA-256 its manifest records (no manifest: no check)."""
+    manifest = manifest_path(path)
+    if not manifest.is_file():
+        return
+    try:
+        recorded = json.loads(manifest.read_text()).get("checkpoint_sha256")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"{manifest}: unreadable manifest of {kind} checkpoint {path.name}: {exc}") from exc
+    if recorded is not None and recorded != file_sha256(path):
+        raise CheckpointError(f"{path}: {kind} checkpoint is corrupt: its SHA-256 differs from the one recorded in "
+                              f"{manifest.name} (re-download or retrain it)")
+
+
+def check_finite(state_dict: Mapping[str, torch.Tensor], path: Path, kind: str) -> None:
+    """Refuse weights holding NaN or infinity, naming the file and the first such tensor."""
+    for name, tensor in state_dict.items():
+        if torch.is_tensor(tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(f"{path}: {kind} checkpoint holds non-finite weights (in {name!r})")
+
+
 def read_checkpoint(path: str | os.PathLike[str], *, kind: str, fmt: str, version: int, train_hint: str
                     ) -> dict[str, Any]:
-    """Load a ``{"format": fmt, "version": version, ...}`` payload written by :func:`atomic_torch_save`.
+    """Load and verify a ``{"format": fmt, "version": version, "state_dict": ...}`` payload.
 
     ``kind`` names the checkpoint in messages ("FM", "MAT"); ``train_hint`` is the command that makes one.
     """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: {kind} checkpoint not found (train one with `{train_hint}`)")
+    verify_manifest_checksum(path, kind)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for truncated or foreign files
@@ -48,7 +89,74 @@ def read_checkpoint(path: str | os.PathLike[str], *, kind: str, fmt: str, versio
     if payload.get("version") != version:
         raise CheckpointError(f"{path}: {kind} checkpoint version {payload.get('version')!r}, "
                               f"this code reads version {version}")
+    if not isinstance(payload.get("state_dict"), Mapping):
+        raise CheckpointError(f"{path}: {kind} checkpoint has no weights")
+    check_finite(payload["state_dict"], path, kind)
     return payload
+
+
+def previous_state(path: Path) -> Path:
+    """Where the state before ``path`` is kept (``last.pt`` → ``last.prev.pt``)."""
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def save_run_state(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
+    """Write a resumable training state with its SHA-256 sidecar, keeping the previous state beside it."""
+    path = Path(path)
+    if path.is_file() and _sidecar(path).is_file():
+        os.replace(path, previous_state(path))
+        os.replace(_sidecar(path), _sidecar(previous_state(path)))
+    atomic_torch_save(state, path)
+    tmp = _sidecar(path).with_name(f".{_sidecar(path).name}.tmp")
+    tmp.write_text(file_sha256(path) + "\n")
+    os.replace(tmp, _sidecar(path))
+
+
+def remove_run_state(path: str | os.PathLike[str]) -> None:
+    """Delete a run state, the one before it and their checksums (a forced fresh start)."""
+    path = Path(path)
+    for state in (path, previous_state(path)):
+        state.unlink(missing_ok=True)
+        _sidecar(state).unlink(missing_ok=True)
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    sidecar = _sidecar(path)
+    if not sidecar.is_file():
+        raise CheckpointError(f"{path}: no checksum file {sidecar.name} beside the run state")
+    if sidecar.read_text().strip() != file_sha256(path):
+        raise CheckpointError(f"{path}: run state is corrupt (its SHA-256 differs from {sidecar.name})")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 — torch raises many types for truncated files
+        raise CheckpointError(f"{path}: unreadable run state: {exc}") from exc
+    if not isinstance(state, dict) or not isinstance(state.get("model"), Mapping):
+        raise CheckpointError(f"{path}: not a run state")
+    check_finite(state["model"], path, "run state")
+    return state
+
+
+def load_run_state(path: str | os.PathLike[str], warn: Any = print) -> dict[str, Any]:
+    """The state written by :func:`save_run_state`, or — when it fails its check — the one before it
+    (``warn`` is told which); a :class:`CheckpointError` naming both files when neither is usable."""
+    path = Path(path)
+    try:
+        return _read_state(path)
+    except CheckpointError as last_error:
+        previous = previous_state(path)
+        if not previous.is_file():
+            raise CheckpointError(f"{last_error}; no previous state {previous.name} to fall back on — delete "
+                                  f"{path.parent} or pass another run directory to start afresh") from None
+        try:
+            state = _read_state(previous)
+        except CheckpointError as previous_error:
+            raise CheckpointError(f"{last_error}; the previous state is not usable either: {previous_error}") from None
+        warn(f"warning: {last_error}; resuming from {previous.name} instead")
+        return state
 
 
 def bank_checksum(root: str | os.PathLike[str]) -> str:
@@ -58,6 +166,15 @@ def bank_checksum(root: str | os.PathLike[str]) -> str:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def portable_path(path: str | os.PathLike[str]) -> str:
+    """``path`` relative to the repository when it lies inside it, so records carry no machine's home."""
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(_PACKAGE.parent).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def git_commit() -> str:

@@ -7,7 +7,6 @@ the PettingZoo envs: it decides the whole matching at node 0's turn and hands ea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -32,14 +31,6 @@ def is_batched(policy: Policy) -> bool:
     per-call overhead of neural policies over all its episodes.
     """
     return callable(getattr(policy, "act_batch", None))
-
-
-STACKED_KEYS = ("tasks", "history", "history_len", "budget", "global")  # what predictors and MAT tokens read
-
-
-def stack_observations(observations: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """The arrays a batched policy reads from N observations, stacked along a new first axis."""
-    return {key: np.stack([observation[key] for observation in observations]) for key in STACKED_KEYS}
 
 
 def gym_view(node_observation: dict[str, Any]) -> dict[str, np.ndarray]:

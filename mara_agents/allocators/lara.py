@@ -50,9 +50,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mara_agents.baselines import present_slots, serve_in_order, steps_to_deadline
-from mara_agents.predictive import PredictiveAllocator
+from mara_agents.allocators.naive import present_slots, serve_in_order, steps_to_deadline
+from mara_agents.allocators.predictive import PredictiveAllocator
 from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
+from mara_agents.predictors.demand import Demand
 
 
 def is_feasible(demand: Sequence[int], window: Sequence[int], num_nodes: int) -> bool:
@@ -105,12 +106,15 @@ def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: i
 class LARAPolicy(PredictiveAllocator):
     """The LARA allocator over any batched predictor (``lara``: WLS, ``lara-fm``: FM); see the module text."""
 
-    def __init__(self, predictor: Predictor, warmup: int = MIN_OBSERVATIONS):
-        super().__init__(predictor)
+    def __init__(self, demand: Demand | Predictor, warmup: int = MIN_OBSERVATIONS):
+        super().__init__(demand)
         self.warmup = warmup
 
     def decide(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
-        """The joint action for one observation given its slots' predicted remaining batches (K,)."""
+        """LARA's rule (Wang et al., 2024, as adapted to M nodes in MARA §5.1; steps 1–4 of the module text):
+        clipped demands, one node reserved for the earliest-deadline warm-up task, the largest deadline-feasible
+        subset of the ready tasks served earliest deadline first, spare nodes to further warm-up tasks.
+        ``predicted`` holds the slots' predicted remaining batches (K,)."""
         num_nodes = observation["action_mask"].shape[0]
         slots = present_slots(observation)
         window = np.rint(steps_to_deadline(observation, slots)).astype(np.int64)

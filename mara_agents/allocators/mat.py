@@ -1,10 +1,10 @@
-"""The trained MAT allocator behind the :class:`~mara_agents.policy.Policy` protocol.
+"""The trained MAT allocator behind the :class:`~mara_agents.policy.Policy` protocol (inference only).
 
-Self-contained: the policy holds its frozen predictor and computes the remaining-batch estimates from the
-raw observation's history itself (one batched call per step, as in training), so it plays the plain
-Gymnasium env, ``mara_agents.runner.evaluate_workload`` and the PettingZoo envs through
-:class:`~mara_agents.policy.NodeActor` with no wrapper.  Any ``predicted_remaining`` already in the
-observation is ignored, so the method name alone decides which predictor is used.
+Self-contained: the policy holds the demand stage of the predictor it was trained on and computes the
+remaining-batch estimates from the raw observation's history itself (one batched call per step, as in
+training), so it plays the plain Gymnasium env, ``mara_agents.runner.evaluate_workload`` and the PettingZoo
+envs through :class:`~mara_agents.policy.NodeActor` with no wrapper.  Any ``predicted_remaining`` already in
+the observation is ignored, so the checkpoint alone decides which predictor is used.
 
 ``act_batch`` acts for many observations at once; the evaluation harness uses it to play all episodes of a
 workload file in lock-step (see ``mara_agents.runner.play_lockstep``).
@@ -12,7 +12,7 @@ workload file in lock-step (see ``mara_agents.runner.play_lockstep``).
 Evaluation decodes **greedily** by default, so it is deterministic: in node order, each node takes its most
 likely legal slot and idles only when no occupied slot is left (work-conserving; see
 :meth:`~mara_agents.mat.model.MATModel.act` for why).  ``sample=True`` samples from the policy with a seeded
-generator instead, idle included.
+generator instead, idle included.  Nothing here imports training code.
 """
 
 from __future__ import annotations
@@ -24,23 +24,18 @@ import numpy as np
 import torch
 
 from mara_agents.mat.checkpoint import load_policy_model
-from mara_agents.mat.model import MATModel
-from mara_agents.mat.rollout import to_tensors
+from mara_agents.mat.model import MATModel, token_tensors
 from mara_agents.mat.tokens import build_tokens
-from mara_agents.predictors import WLSPredictor, load_predictor
 from mara_agents.predictors.base import Predictor
-from mara_agents.predictors.memo import StepMemo
-from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
-from mara_agents.policy import stack_observations
-from mara_agents.predictors.wrapper import predict_remaining
+from mara_agents.predictors.demand import Demand, as_demand, make_demand
 
 
 class MATPolicy:
-    """A frozen MAT model + its frozen predictor."""
+    """A frozen MAT model + the demand stage of its frozen predictor."""
 
-    def __init__(self, model: MATModel, predictor: Predictor, sample: bool = False, seed: int = 0):
+    def __init__(self, model: MATModel, demand: Demand | Predictor, sample: bool = False, seed: int = 0):
         self.model = model.eval()
-        self.predictor = StepMemo(predictor)  # unserved tasks keep last step's estimate (memo.py)
+        self.demand = as_demand(demand)
         self.device = next(model.parameters()).device
         self.seed = seed  # kept so that evaluation caches tell differently seeded sampling runs apart
         self.generator = torch.Generator(device=self.device).manual_seed(seed) if sample else None
@@ -57,20 +52,10 @@ class MATPolicy:
         With greedy decoding each row depends only on its own observation, so the evaluation harness plays
         a whole workload file in lock-step and gets the same actions as one episode at a time.
         """
-        stacked = stack_observations(observations)
-        tokens = build_tokens(stacked, predict_remaining(stacked, self.predictor))
-        slots, glob, present = to_tensors(tokens, self.device)
+        stacked, predicted = self.demand.stacked(observations)
+        slots, glob, present = token_tensors(build_tokens(stacked, predicted), self.device)
         actions, _, _ = self.model.act(slots, glob, present, generator=self.generator)
         return actions.cpu().numpy()
-
-
-def make_predictor(name: str, fm_checkpoint: str = "", device: str | torch.device = "cpu") -> Predictor:
-    """The frozen stage-I predictor: ``wls`` or ``fm`` (the shipped checkpoint unless a path is given)."""
-    if name == "wls":
-        return WLSPredictor()
-    if name == "fm":
-        return load_predictor(fm_checkpoint or DEFAULT_FM, device=device)
-    raise ValueError(f"unknown predictor {name!r}; choose fm or wls")
 
 
 def load_mat_policy(path: str | os.PathLike[str], device: str = "cpu", sample: bool = False, seed: int = 0,
@@ -78,4 +63,4 @@ def load_mat_policy(path: str | os.PathLike[str], device: str = "cpu", sample: b
     """A :class:`MATPolicy` from an exported checkpoint, with the predictor recorded in it (the policy was
     trained on that predictor's estimates, so it is never swapped)."""
     model, trained_with = load_policy_model(path, device)
-    return MATPolicy(model, make_predictor(trained_with, fm_checkpoint, device), sample=sample, seed=seed)
+    return MATPolicy(model, make_demand(trained_with, fm_checkpoint, device), sample=sample, seed=seed)

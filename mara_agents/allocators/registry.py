@@ -1,12 +1,11 @@
-"""``make_policy(name)``: every allocator of the paper by name, loading whatever it needs.
+"""The one registry of allocators: every method by name, with its label and seeds, and ``make_policy``.
 
-Design: every policy is **self-contained** — a policy that needs demand estimates holds its own frozen
-predictor and computes them from the raw observation (``history``, ``history_len``, ``tasks``, ``budget``)
-in one batched call per step.  So each returned object is a plain :class:`~mara_agents.policy.Policy`:
-``mara_agents.runner.evaluate_workload(policy, path)`` needs no ``wrap``, and
-:class:`~mara_agents.policy.NodeActor` plays it in the PettingZoo AEC and parallel envs unchanged (their
-node observations carry the same arrays).  A ``predicted_remaining`` entry added by a wrapper is ignored,
-so the method name alone decides the predictor.
+Every policy is **self-contained** — a policy that needs demand estimates holds its own demand stage
+(:class:`~mara_agents.predictors.demand.Demand`) and computes them from the raw observation (``history``,
+``history_len``, ``tasks``, ``budget``) in one batched call per step.  So each returned object is a plain
+:class:`~mara_agents.policy.Policy`: ``mara_agents.runner.evaluate_workload(policy, path)`` needs no
+wrapper, and :class:`~mara_agents.policy.NodeActor` plays it in the PettingZoo AEC and parallel envs.  The
+evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POLICIES`.
 
 | name          | allocator | predictor | needs                                                     |
 |---------------|-----------|-----------|-----------------------------------------------------------|
@@ -19,33 +18,44 @@ so the method name alone decides the predictor.
 | ``fifo``, ``edf`` | naive   | —         | —                                                         |
 | ``random``      | uniform matching | —  | —                                                         |
 
-MAT policies decode greedily unless ``sample=True``.
+MAT policies decode greedily unless ``sample=True``.  Building a policy never imports training code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mara_agents.baselines import EDFPolicy, FIFOPolicy, RandomPolicy
+from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy, RandomPolicy
 from mara_agents.policy import Policy
 
-CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
-MAT_CHECKPOINTS = {"mara": "mara_seed{seed}.pt", "mara-wls": "mara_wls_seed{seed}.pt",
-                   "mara-sparse": "mara_sparse_seed{seed}.pt"}
+CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
+TRAINING_SEEDS = (0, 1, 2)
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered allocator: its table label, its factory and the seeds the evaluation plays it with
+    (MAT training seeds, or the random policy's seed; None: the method has no seed)."""
+
+    name: str
+    label: str
+    factory: Callable[..., Policy]
+    seeds: tuple[int, ...] | None = None
 
 
 def mat_checkpoint(name: str, seed: int = 0) -> Path:
     """The shipped checkpoint of a MAT method and training seed."""
-    return CHECKPOINT_DIR / MAT_CHECKPOINTS[name].format(seed=seed)
+    return CHECKPOINT_DIR / f"{name.replace('-', '_')}_seed{seed}.pt"
 
 
 def _mat(name: str) -> Callable[..., Policy]:
     def build(seed: int = 0, checkpoint: str | Path | None = None, device: str = "cpu", sample: bool = False,
               fm_checkpoint: str = "") -> Policy:
         """MAT from ``checkpoint`` (default: the shipped one for ``seed``), with the predictor it was trained on."""
-        from mara_agents.mat.policy import load_mat_policy
+        from mara_agents.allocators.mat import load_mat_policy
         return load_mat_policy(checkpoint or mat_checkpoint(name, seed), device=device, sample=sample, seed=seed,
                                fm_checkpoint=fm_checkpoint)
     build.__name__ = f"make_{name.replace('-', '_')}"
@@ -55,26 +65,26 @@ def _mat(name: str) -> Callable[..., Policy]:
 def _predictive(allocator: str, predictor: str) -> Callable[..., Policy]:
     def build(fm_checkpoint: str = "", device: str = "cpu") -> Policy:
         """A predictor-driven allocator (LARA's feasible subset, or the slack ranking) over the named predictor."""
-        from mara_agents.lara import LARAPolicy
-        from mara_agents.mat.policy import make_predictor
-        from mara_agents.slack import SlackPolicy
+        from mara_agents.allocators.lara import LARAPolicy
+        from mara_agents.allocators.slack import SlackPolicy
+        from mara_agents.predictors.demand import make_demand
         allocators = {"lara": LARAPolicy, "slack": SlackPolicy}
-        return allocators[allocator](make_predictor(predictor, fm_checkpoint, device))
+        return allocators[allocator](make_demand(predictor, fm_checkpoint, device))
     build.__name__ = f"make_{allocator}_{predictor}"
     return build
 
 
-POLICIES: dict[str, Callable[..., Policy]] = {
-    "mara": _mat("mara"),
-    "mara-wls": _mat("mara-wls"),
-    "mara-sparse": _mat("mara-sparse"),
-    "lara": _predictive("lara", "wls"),
-    "lara-fm": _predictive("lara", "fm"),
-    "slack-fm": _predictive("slack", "fm"),
-    "fifo": FIFOPolicy,
-    "edf": EDFPolicy,
-    "random": RandomPolicy,
-}
+POLICIES: dict[str, Method] = {method.name: method for method in (
+    Method("mara", "MARA", _mat("mara"), TRAINING_SEEDS),
+    Method("mara-wls", "MARA-WLS", _mat("mara-wls"), TRAINING_SEEDS),
+    Method("lara", "LARA", _predictive("lara", "wls")),
+    Method("lara-fm", "LARA-FM", _predictive("lara", "fm")),
+    Method("slack-fm", "FM-slack", _predictive("slack", "fm")),  # not in the paper (allocators/slack.py)
+    Method("fifo", "FIFO", FIFOPolicy),
+    Method("edf", "EDF", EDFPolicy),
+    Method("mara-sparse", "MARA w/ sparse reward", _mat("mara-sparse"), TRAINING_SEEDS),
+    Method("random", "Random", RandomPolicy, (0,)),  # seeded, so that reruns match
+)}
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:
@@ -82,4 +92,4 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
     training seed or the random policy's seed, ``checkpoint=...``, ``sample=True``, ``device="cuda"``)."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; choose one of {sorted(POLICIES)}")
-    return POLICIES[name](**kwargs)
+    return POLICIES[name].factory(**kwargs)

@@ -11,7 +11,7 @@ buy on their own, without a learned policy?  Every step it serves, work-conservi
 3. **The rest**, smallest shortfall (predicted − steps left) first: serving them costs nothing while nodes
    are free, and an estimate can be wrong.
 
-Unlike LARA (:mod:`mara_agents.lara`) it reserves no single warm-up node and searches no feasible subset;
+Unlike LARA (:mod:`mara_agents.allocators.lara`) it reserves no single warm-up node and searches no feasible subset;
 unlike MAT it has no parameters.  ``slack-fm`` runs it over the FM predictor.
 """
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mara_agents.baselines import present_slots, serve_in_order, steps_to_deadline
-from mara_agents.predictive import PredictiveAllocator
+from mara_agents.allocators.naive import present_slots, serve_in_order, steps_to_deadline
+from mara_agents.allocators.predictive import PredictiveAllocator
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 
 WARMUP, FITS, SHORT = 0, 1, 2  # the three groups, served in this order

@@ -1,7 +1,8 @@
 """Evaluation of allocators on the fixed workloads: the paper's experiments plus the Clairvoyant bound.
 
 * :mod:`~mara_agents.evaluation.harness` — plan, cache and run episodes in parallel processes.
-* :mod:`~mara_agents.evaluation.methods` — the methods known to the evaluation (one line each) and user policies.
+* :mod:`~mara_agents.evaluation.methods` — building registered methods (read from the one registry,
+  ``mara_agents.allocators.registry``) and user policies (``--policy``).
 * :mod:`~mara_agents.evaluation.clairvoyant` — the exact MILP bound with known curves.
 * :mod:`~mara_agents.evaluation.experiments` — Tables 2–5, Figure 4 and the Clairvoyant table as grids.
 * :mod:`~mara_agents.evaluation.paper` — the paper's published numbers beside ours.
@@ -10,6 +11,7 @@
 
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
 from mara_agents.evaluation.harness import Results, Settings, evaluate
-from mara_agents.evaluation.methods import METHODS, MethodSpec
+from mara_agents.evaluation.methods import MethodError, UserPolicy, parse_user_policy
 
-__all__ = ["METHODS", "MethodSpec", "Results", "Settings", "clairvoyant_successes", "evaluate"]
+__all__ = ["MethodError", "Results", "Settings", "UserPolicy", "clairvoyant_successes", "evaluate",
+           "parse_user_policy"]

@@ -1,4 +1,10 @@
-"""Command line of ``evaluate.py``: choose experiments and cells, run them, print Table 2, write ``results/``."""
+"""Command line of ``evaluate.py``: choose experiments and cells, run them, print Table 2, write ``results/``.
+
+Every flag is checked before anything runs, and a bad one is one line and exit status 2: counts must be
+positive integers within the fixed workloads, methods must be registered or importable policies.  A full run
+writes ``results/``; ``--quick`` writes to a new scratch directory unless ``--out`` is given, so a smoke test
+never replaces shipped results.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,9 @@ import argparse
 import os
 import shlex
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from curves.bank import DEFAULT_BANK
@@ -15,7 +22,9 @@ from mara_agents.evaluation.cache import ResultCache
 from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
 from mara_agents.evaluation.figures import plot_load_generalisation
 from mara_agents.evaluation.grid import Grid, markdown
+from mara_agents.checkpoint_io import portable_path
 from mara_agents.evaluation.harness import Settings, evaluate
+from mara_agents.evaluation.methods import MethodError, is_import_path, parse_user_policy, spec_for
 from mara_agents.evaluation.paper import comparison
 from mara_agents.evaluation.predictor_table import predictor_table
 from mara_agents.evaluation.report import (machine_description, readme_results, skipped_lines, sorted_rows,
@@ -36,8 +45,43 @@ examples:
   python evaluate.py                                    # everything, shipped checkpoints and workloads
   python evaluate.py --quick                            # a small smoke test (2 roots × 1 episode, 1 seed)
   python evaluate.py table2 fig4 --methods lara fifo edf
-  python evaluate.py table2 --policy mypkg.mymod:MyPolicy
+  python evaluate.py table2 --policy mine=mypkg.mymod:MyPolicy:depth=3,greedy=True
 """
+RESULTS = Path("results")
+
+
+def count(name: str, largest: int | None = None) -> Callable[[str], int]:
+    """argparse type: an integer in [1, largest], with a message naming the flag."""
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if value < 1 or (largest is not None and value > largest):
+            bound = f"between 1 and {largest}" if largest is not None else "at least 1"
+            raise argparse.ArgumentTypeError(f"{name} must be {bound}, got {value}")
+        return value
+    return convert
+
+
+def user_policy(text: str) -> str:
+    """argparse type: a ``--policy`` that parses and whose module and factory can be imported."""
+    try:
+        parse_user_policy(text).load_factory()
+    except MethodError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def method_name(text: str) -> str:
+    """argparse type: a registered method or an importable ``[NAME=]module:Factory[:k=v,...]`` policy."""
+    if is_import_path(text):
+        return user_policy(text)
+    try:
+        spec_for(text)
+    except MethodError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -46,25 +90,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiments", nargs="*", metavar="EXPERIMENT",
                         help=f"which experiments to run: {', '.join(EXPERIMENTS)} (default: all)")
-    parser.add_argument("--methods", nargs="+", metavar="NAME",
+    parser.add_argument("--methods", nargs="+", metavar="NAME", type=method_name,
                         help="methods for Tables 2–4 and Figure 4 instead of the paper's (registered names or "
                              "package.module:Factory); Table 5 always compares mara with mara-sparse")
-    parser.add_argument("--policy", action="append", default=[], metavar="MODULE:FACTORY",
-                        help="also evaluate your own policy, built by calling FACTORY() (repeatable)")
+    parser.add_argument("--policy", action="append", default=[], metavar="[NAME=]MODULE:FACTORY[:K=V,...]",
+                        type=user_policy,
+                        help="also evaluate your own policy: FACTORY(K=V, ...) imported from MODULE (the current "
+                             "directory is searched), shown as NAME (repeatable; see docs/agents.md)")
     parser.add_argument("--task-sets", nargs="+", default=[*EVAL_TASK_SETS, "stress"], metavar="SET",
                         choices=[*EVAL_TASK_SETS, "stress"], help="id rl_ood vit_ood stress (default: all)")
     parser.add_argument("--loads", nargs="+", type=float, choices=EVAL_LOADS, metavar="P",
                         help="arrival probabilities among 0.04 0.05 0.06 0.07 (default: all)")
-    parser.add_argument("--roots", type=int, help=f"evaluation roots per workload, first N (default {ROOTS})")
-    parser.add_argument("--episodes", type=int, help=f"episodes per root, first N (default {EPISODES_PER_ROOT})")
-    parser.add_argument("--seeds", type=int, help="training seeds per MAT method, first N (default all)")
+    parser.add_argument("--roots", type=count("--roots", ROOTS),
+                        help=f"evaluation roots per workload, first N (default {ROOTS})")
+    parser.add_argument("--episodes", type=count("--episodes", EPISODES_PER_ROOT),
+                        help=f"episodes per root, first N (default {EPISODES_PER_ROOT})")
+    parser.add_argument("--seeds", type=count("--seeds"), help="training seeds per MAT method, first N (default all)")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke test: 2 roots × 1 episode, loads 0.04 and 0.07, one training seed")
-    parser.add_argument("--out", type=Path, default=Path("results"), help="output directory (default results/)")
+                        help="smoke test: 2 roots × 1 episode, loads 0.04 and 0.07, one training seed; writes to a "
+                             "new scratch directory unless --out is given")
+    parser.add_argument("--out", type=Path, help="output directory (default results/, or a scratch directory "
+                                                 "with --quick)")
     parser.add_argument("--bank", type=Path, default=DEFAULT_BANK, help="curve bank directory")
     parser.add_argument("--workloads", type=Path, default=WORKLOAD_DIR, help="fixed workload directory")
     parser.add_argument("--cache", type=Path, help="result cache (default OUT/cache.sqlite)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    parser.add_argument("--jobs", type=count("--jobs"), default=os.cpu_count() or 1,
+                        help="worker processes, one thread each (default: all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--readme", type=Path, metavar="FILE",
                         help="also replace FILE's '## Results' section with this run's (with machine and wall time)")
@@ -75,10 +126,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.readme is not None and not args.readme.is_file():
         parser.error(f"--readme {args.readme}: no such file (name the README whose Results section to replace)")
     quick = QUICK if args.quick else {}
-    args.roots = args.roots or quick.get("roots", ROOTS)
-    args.episodes = args.episodes or quick.get("episodes", EPISODES_PER_ROOT)
-    args.loads = tuple(args.loads or quick.get("loads", EVAL_LOADS))
-    args.seeds = args.seeds or quick.get("seeds")
+    defaults = {"roots": quick.get("roots", ROOTS), "episodes": quick.get("episodes", EPISODES_PER_ROOT),
+                "loads": quick.get("loads", EVAL_LOADS), "seeds": quick.get("seeds")}
+    for name, default in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    args.loads = tuple(args.loads)
+    if args.out is None:
+        args.out = Path(tempfile.mkdtemp(prefix="mara-quick-")) if args.quick else RESULTS
     args.experiments = list(dict.fromkeys(args.experiments or EXPERIMENTS))
     return args
 
@@ -90,8 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = " ".join(["python evaluate.py", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     selection = Selection(tuple(args.methods) if args.methods else None, tuple(args.policy), tuple(args.task_sets),
                           tuple(sorted(args.loads)))
-    settings = Settings(args.bank, args.workloads, args.roots, args.episodes, args.seeds, max(args.jobs, 1),
-                        args.cache or args.out / "cache.sqlite", progress=not args.no_progress)
+    settings = Settings(args.bank, args.workloads, args.roots, args.episodes, args.seeds, args.jobs,
+                        args.cache or args.out / "cache.sqlite", progress=not args.no_progress, strict=True)
     results = evaluate(plan(args.experiments, selection), settings)
     grids = build_grids(args.experiments, selection, results.rows, {s.method for s in results.skipped
                                                                      if not _has_rows(results.rows, s.method)})
@@ -104,8 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         grids["compare"] = comparison(grids, {n for n in grids if n not in ("table2", "table5") or at_paper_load})
     problems = violations(results.rows)
     record = {"roots": args.roots, "episodes": args.episodes, "seeds": args.seeds or "all",
-              "task_sets": list(selection.task_sets), "loads": list(selection.loads), "bank": str(args.bank),
-              "workloads": str(args.workloads)}
+              "task_sets": list(selection.task_sets), "loads": list(selection.loads),
+              "bank": portable_path(args.bank), "workloads": portable_path(args.workloads)}
     rows = _ordered(results.rows, selection, args.experiments)
     write_all(args.out, rows, grids, results.skipped, problems, command, record)
 

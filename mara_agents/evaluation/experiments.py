@@ -18,12 +18,12 @@ from mara_agents.evaluation.stats import Cell, Stat, paired_difference, paper_st
 MAIN_LOAD = 0.04
 TASK_SET_LABELS = {"id": "ID", "rl_ood": "RL OOD", "vit_ood": "ViT OOD", "stress": "Stress"}
 MAIN_METHODS = ("mara", "mara-wls", "lara", "lara-fm", "fifo", "edf")
-# Not in the paper: a hand-written allocator over the same FM estimates (mara_agents/slack.py), shown beside
-# the paper's methods so that MARA's numbers can be read against what the estimates buy without learning.
+# Not in the paper: a hand-written allocator over the same FM estimates (mara_agents/allocators/slack.py), shown
+# beside the paper's methods so that MARA's numbers can be read against what the estimates buy without learning.
 REFERENCE_METHODS = ("slack-fm",)
 REFERENCE_NOTE = ("FM-slack is not in the paper: a hand-written allocator over the same FM estimates "
                   "(warm-up tasks first, then tasks predicted to fit by least slack, then the rest; "
-                  "mara_agents/slack.py).")
+                  "mara_agents/allocators/slack.py).")
 # The methods each experiment shows by default; --methods replaces them (except Table 5, a fixed ablation pair).
 DEFAULT_METHODS = {
     "table2": MAIN_METHODS + REFERENCE_METHODS,

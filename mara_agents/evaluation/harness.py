@@ -1,9 +1,9 @@
 """Run methods (and the bounds) on the fixed workloads: plan the work, reuse the cache, fan out to processes.
 
 The unit of work is one method run (method, training seed) on one root of one workload file; the unit of
-caching is one episode.  Every episode is played with a freshly built policy, so its result does not depend
-on which process played it or in which order — a parallel run, a serial run and a resumed run give the same
-numbers bit for bit.  A policy that offers ``act_batch`` (see :func:`~mara_agents.policy.is_batched`)
+caching is one episode.  Every episode is played with a fresh copy of the policy (see
+:mod:`~mara_agents.evaluation.methods`), so its result does not depend on which process played it or in which
+order — a parallel run, a serial run and a resumed run give the same numbers bit for bit.  A policy that offers ``act_batch`` (see :func:`~mara_agents.policy.is_batched`)
 instead plays up to :data:`LOCKSTEP_BATCH` episodes — across roots, loads and task sets — in lock-step, one
 call per step for all of them, which amortises a neural policy's per-call overhead (its results equal the
 episode-by-episode ones up to floating-point effects of batching).
@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,8 @@ from tqdm import tqdm
 from mara_agents.evaluation.cache import ResultCache
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
 from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulator_fingerprint, source_fingerprint
-from mara_agents.evaluation.methods import CLAIRVOYANT, ORACLE, Availability, build_policy, is_batched, probe, spec_for
+from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, fresh_policy, is_batched,
+                                           probe, spec_for)
 from mara_agents.runner import play_episode, play_lockstep
 from mara_env.config import MARAConfig
 from mara_env.engine import cached_bank, cached_workload
@@ -54,6 +57,7 @@ class Settings:
     jobs: int = 1
     cache: Path | None = None
     progress: bool = True
+    strict: bool = False  # a method that cannot be built stops the run (MethodError) instead of being skipped
 
 
 @dataclass(frozen=True)
@@ -115,15 +119,15 @@ def bounds_key(target: Target, bank: Path, num_nodes: int) -> str:
 # ---------------------------------------------------------------------------------------------- workers
 def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: str) -> list[dict[str, float]]:
     """Play the episodes, each with a fresh policy (or all at once in lock-step for a batched policy)."""
-    policy = build_policy(method, seed)
+    policy = fresh_policy(method, seed)
     if is_batched(policy):
         return _lockstep(policy, targets, bank)
     envs: dict[str, gym.Env] = {}
-    fresh = chain([policy], (build_policy(method, seed) for _ in targets[1:]))
     rows = []
-    for target, player in zip(targets, fresh):
+    for position, target in enumerate(targets):
         if target.path not in envs:
             envs[target.path] = _make_env(target.path, bank)
+        player = policy if position == 0 else fresh_policy(method, seed)
         rows.append(play_episode(envs[target.path], player, options={"episode": target.index}))
     for env in envs.values():
         env.close()
@@ -159,10 +163,44 @@ def _run(unit: Unit, bank: str, num_nodes: int) -> list[dict[str, float]]:
     return play_unit(unit.method, unit.seed, unit.targets, bank)
 
 
-def _init_worker() -> None:
-    """One thread per worker process (set before torch is imported): the processes already use every core."""
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+def one_thread() -> None:
+    """One torch (and BLAS) thread in this process: ``--jobs N`` means N threads in all."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[name] = "1"
+    import torch
+    torch.set_num_threads(1)
+
+
+def _parent_alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (a zombie — killed, not yet reaped — counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _exit_with(parent: int) -> None:
+    """Watchdog thread of a worker: end this process as soon as the evaluation's main process is gone, so a
+    killed evaluation (even ``kill -9``) leaves no workers behind."""
+    while _parent_alive(parent):
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _init_worker(parent: int, path: list[str]) -> None:
+    """Worker set-up: the main process's import path (user policies in the current directory), one thread,
+    SIGINT left to the main process (which stops the workers), and the parent watchdog."""
+    sys.path[:] = path
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    one_thread()
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 
 # ---------------------------------------------------------------------------------------------- driver
@@ -183,6 +221,8 @@ def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings:
         seeds = spec_for(method).seeds
         for seed in (seeds[: settings.max_seeds] if seeds else (None,)):
             availability = probe(method, seed)
+            if availability.reason is not None and settings.strict:
+                raise MethodError(f"{method}{'' if seed is None else f' (seed {seed})'}: {availability.reason}")
             (runs if availability.reason is None else results.skipped).append(availability)
 
     units: list[Unit] = []
@@ -247,23 +287,37 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
 
     try:
         if settings.jobs <= 1:
+            one_thread()
             for unit in pending:
                 finish(unit, _run(unit, bank, num_nodes))
             return
         # forkserver: workers start from a clean process, not a fork of one that already holds torch threads.
         context = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(settings.jobs, mp_context=context, initializer=_init_worker) as pool:
+        pool = ProcessPoolExecutor(settings.jobs, mp_context=context, initializer=_init_worker,
+                                   initargs=(os.getpid(), list(sys.path)))
+        try:
             futures = {pool.submit(_run, unit, bank, num_nodes): unit for unit in pending}
-            try:
-                while futures:
-                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        finish(futures.pop(future), future.result())
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+            while futures:
+                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    finish(futures.pop(future), future.result())
+        except BaseException:
+            stop_workers(pool)
+            raise
+        pool.shutdown(wait=True)
     finally:
         bar.close()
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel what is queued and terminate the workers now (an interrupted evaluation must not wait for, or
+    leave behind, workers in the middle of a unit)."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(timeout=5)
 
 
 def _rows(units: list[Unit], done: dict[str, Any]) -> list[dict[str, Any]]:

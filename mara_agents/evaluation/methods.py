@@ -1,51 +1,91 @@
-"""Which allocators the evaluation knows, how to build them, and why one may be unavailable.
+"""Which allocators the evaluation plays, how to build them, and why one may be unavailable.
 
-Adding a method is one line in :data:`METHODS` (plus its factory in ``mara_agents.registry``, which builds
-every policy by name and loads the shipped checkpoints; a MAT method gets ``seed=`` its training seed).
-A user's own policy is named by import path, ``package.module:Factory``; the factory (usually
-the class) is called without arguments and must return a :class:`~mara_agents.policy.Policy`.
+Registered methods, their table labels and seeds come from the one registry,
+:data:`mara_agents.allocators.registry.POLICIES`; adding a method there makes it available here.  A user's own
+policy is named on the command line as ``[NAME=]package.module:Factory[:key=value,...]``: the factory (usually
+a class) is imported — from the current directory too — and called with the keyword arguments (values are
+Python literals, anything else a string), and the tables show it as NAME (default: the factory's name).
 
-A method that cannot be built — not registered, checkpoint missing, wrong arguments — is *skipped* with the
-error as its reason; it never stops the run.
+Each worker process builds a policy once and plays every episode with a fresh copy of it (``copy.deepcopy``),
+so no state carries over from one episode to the next, results do not depend on which process played which
+episode, and a policy that is slow to build (loading weights) is built once per worker, not per episode.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import importlib
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
+from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_agents.evaluation.fingerprint import policy_fingerprint
 from mara_agents.policy import Policy, is_batched
-from mara_agents.registry import make_policy
-
-TRAINING_SEEDS = (0, 1, 2)
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """One allocator as the tables show it.  ``seeds`` are MAT training seeds (None: no training seed)."""
-
-    key: str
-    label: str
-    seeds: tuple[int, ...] | None = None
-
-
-METHODS: dict[str, MethodSpec] = {spec.key: spec for spec in (
-    MethodSpec("mara", "MARA", TRAINING_SEEDS),
-    MethodSpec("mara-wls", "MARA-WLS", TRAINING_SEEDS),
-    MethodSpec("lara", "LARA"),
-    MethodSpec("lara-fm", "LARA-FM"),
-    MethodSpec("slack-fm", "FM-slack"),  # not in the paper: a hand-written reference (mara_agents/slack.py)
-    MethodSpec("fifo", "FIFO"),
-    MethodSpec("edf", "EDF"),
-    MethodSpec("mara-sparse", "MARA w/ sparse reward", TRAINING_SEEDS),
-    MethodSpec("random", "Random", (0,)),  # seeded, so that reruns match
-)}
 
 # The bounds are computed from the workload, not played; they appear beside the methods in every table.
 ORACLE, CLAIRVOYANT = "oracle", "clairvoyant"
 BOUND_LABELS = {ORACLE: "Oracle", CLAIRVOYANT: "Clairvoyant"}
+
+
+class MethodError(ValueError):
+    """A method that cannot be evaluated: unknown name, unimportable factory, or a build that failed."""
+
+
+@dataclass(frozen=True)
+class UserPolicy:
+    """A policy given as ``[NAME=]package.module:Factory[:key=value,...]`` (the whole text is its key)."""
+
+    key: str
+    label: str
+    module: str
+    factory: str
+    kwargs: tuple[tuple[str, Any], ...] = ()
+    seeds: None = None
+
+    def load_factory(self) -> Any:
+        """Import the module (the current directory is searched too) and return the factory."""
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(self.module)
+        except ImportError as exc:
+            raise MethodError(f"--policy {self.key}: cannot import module {self.module!r} ({exc}); run from the "
+                              "directory that holds it or put it on PYTHONPATH") from exc
+        factory = getattr(module, self.factory, None)
+        if not callable(factory):
+            raise MethodError(f"--policy {self.key}: module {self.module!r} has no callable {self.factory!r}")
+        return factory
+
+    def build(self) -> Policy:
+        """Call the factory with the given keyword arguments."""
+        return self.load_factory()(**dict(self.kwargs))
+
+
+def _literal(text: str) -> Any:
+    """A Python literal (``3``, ``0.5``, ``True``, ``'x'``), or the text itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_user_policy(text: str) -> UserPolicy:
+    """Parse ``[NAME=]package.module:Factory[:key=value,...]``; a malformed text is a :class:`MethodError`."""
+    head, _, rest = text.partition(":")
+    name, _, module = head.rpartition("=")
+    factory, _, arguments = rest.partition(":")
+    if not module or not factory.isidentifier():
+        raise MethodError(f"--policy {text!r}: expected [NAME=]package.module:Factory[:key=value,...]")
+    kwargs = []
+    for item in filter(None, arguments.split(",")):
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip().isidentifier():
+            raise MethodError(f"--policy {text!r}: argument {item!r} is not key=value")
+        kwargs.append((key.strip(), _literal(value.strip())))
+    return UserPolicy(text, name or factory, module, factory, tuple(kwargs))
 
 
 def is_import_path(name: str) -> bool:
@@ -53,22 +93,36 @@ def is_import_path(name: str) -> bool:
     return ":" in name
 
 
-def spec_for(name: str) -> MethodSpec:
-    """The spec of a registered or user method (user methods have no training seed)."""
-    if name in METHODS:
-        return METHODS[name]
+def spec_for(name: str) -> Any:
+    """What the tables need of a method (``label``, ``seeds``): its registry entry, or the parsed user policy."""
+    if name in POLICIES:
+        return POLICIES[name]
     if is_import_path(name):
-        return MethodSpec(name, name.rsplit(":", 1)[1])
-    return MethodSpec(name, name.upper())
+        return parse_user_policy(name)
+    raise MethodError(f"unknown method {name!r}; choose from {', '.join(POLICIES)} or give "
+                      "[NAME=]package.module:Factory[:key=value,...]")
 
 
 def build_policy(name: str, seed: int | None) -> Policy:
-    """A fresh policy for one episode (fresh, so that no state carries over and results are order-free)."""
+    """A freshly built policy (a user policy, or a registered one for a training seed)."""
     if is_import_path(name):
-        module, attr = name.rsplit(":", 1)
-        factory: Any = getattr(importlib.import_module(module), attr)
-        return factory()
+        return parse_user_policy(name).build()
+    spec_for(name)
     return make_policy(name) if seed is None else make_policy(name, seed=seed)
+
+
+_BUILT: dict[tuple[str, int | None], Policy] = {}  # this process's prototypes (see the module text)
+
+
+def fresh_policy(name: str, seed: int | None) -> Policy:
+    """A fresh copy of this process's prototype of (method, seed), building the prototype on first use."""
+    key = (name, seed)
+    if key not in _BUILT:
+        _BUILT[key] = build_policy(name, seed)
+    try:
+        return copy.deepcopy(_BUILT[key])
+    except Exception:  # noqa: BLE001 — an object that cannot be copied is built afresh instead
+        return build_policy(name, seed)
 
 
 @dataclass(frozen=True)
@@ -85,7 +139,7 @@ class Availability:
 def probe(name: str, seed: int | None) -> Availability:
     """Build the policy once in the main process: proves it can run and yields its checkpoint hash."""
     try:
-        policy = build_policy(name, seed)
+        policy = fresh_policy(name, seed)
         if not (callable(getattr(policy, "act", None)) and callable(getattr(policy, "reset", None))):
             raise TypeError(f"{type(policy).__name__} lacks act(observation) and reset()")
         return Availability(name, seed, fingerprint=policy_fingerprint(policy), batched=is_batched(policy))

@@ -19,15 +19,13 @@ Row i sees the same inputs either way, so their log-probabilities agree to float
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import nn
 
 from mara_agents.mat.masks import node_mask, teacher_forced_masks
-from mara_agents.mat.tokens import NUM_GLOBAL_TOKEN_FEATURES, NUM_SLOT_FEATURES
-
-
+from mara_agents.mat.tokens import NUM_GLOBAL_TOKEN_FEATURES, NUM_SLOT_FEATURES, Tokens
 
 IDLE_PRIOR = -2.0
 
@@ -36,11 +34,11 @@ IDLE_PRIOR = -2.0
 class MATHyperParameters:
     """Architecture (paper Appendix A.3: one block, 64-dim, one head)."""
 
-    num_nodes: int = 7
-    num_slots: int = 10
-    dim: int = 64
-    heads: int = 1
-    blocks: int = 1
+    num_nodes: int = 7  # M (training takes it from the env)
+    num_slots: int = 10  # K (training takes it from the env)
+    dim: int = field(default=64, metadata={"help": "embedding width"})
+    heads: int = field(default=1, metadata={"help": "attention heads"})
+    blocks: int = field(default=1, metadata={"help": "encoder and decoder blocks"})
     slot_features: int = NUM_SLOT_FEATURES
     global_features: int = NUM_GLOBAL_TOKEN_FEATURES
 
@@ -268,3 +266,9 @@ def masked(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
     """Logits with illegal choices set to −inf: probability exactly 0 whatever the legal logits are (a
     finite "large negative" would beat legal logits below it).  Idle is always legal, so no row is all −inf."""
     return logits.masked_fill(~legal, float("-inf"))
+
+
+def token_tensors(tokens: Tokens, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(slots, glob, present) of :func:`~mara_agents.mat.tokens.build_tokens` as tensors on ``device``."""
+    return (torch.as_tensor(tokens.slots, device=device), torch.as_tensor(tokens.glob, device=device),
+            torch.as_tensor(tokens.present, device=device))

@@ -9,7 +9,8 @@ sees O(1) targets whether the reward is shaped or sparse.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -65,16 +66,43 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_v
     return advantages, advantages + values
 
 
+def _check_range(name: str, value: object, low: float, high: float, low_open: bool = False) -> None:
+    """``value`` is a finite number in [low, high] (or (low, high] with ``low_open``), else ``ValueError``."""
+    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    inside = math.isfinite(number) and (low < number if low_open else low <= number) and number <= high
+    if not inside:
+        bracket = "(" if low_open else "["
+        raise ValueError(f"{name} must be a number in {bracket}{low:g}, {high:g}], got {value!r}")
+
+
 @dataclass(frozen=True)
 class PPOSettings:
-    """The update's knobs (filled from the training config)."""
+    """The PPO algorithm's settings (paper Appendix A.3; lr and its schedule are ours)."""
 
-    clip: float = 0.2
-    value_coef: float = 1.0
-    entropy_coef: float = 0.01
-    epochs: int = 5
-    minibatches: int = 4
-    max_grad_norm: float = 0.5
+    lr: float = field(default=5e-4, metadata={"help": "Adam learning rate"})
+    anneal_lr: bool = field(default=True, metadata={
+        "help": "decay the learning rate linearly from lr to 0 over the run (damps late-run policy swings)"})
+    gamma: float = field(default=1.0, metadata={"help": "discount γ (1: the undiscounted success count)"})
+    gae_lambda: float = field(default=0.95, metadata={"help": "GAE λ"})
+    clip: float = field(default=0.2, metadata={"help": "PPO ratio clip ε_PPO"})
+    value_coef: float = field(default=1.0, metadata={"help": "value-loss coefficient c_v"})
+    entropy_coef: float = field(default=0.01, metadata={"help": "entropy coefficient c_e"})
+    epochs: int = field(default=10, metadata={"help": "PPO epochs per update"})
+    minibatches: int = field(default=4, metadata={"help": "minibatches per epoch"})
+    max_grad_norm: float = field(default=0.5, metadata={"help": "gradient-norm clip"})
+
+    def __post_init__(self) -> None:
+        _check_range("lr", self.lr, 0.0, 1.0, low_open=True)
+        _check_range("gamma", self.gamma, 0.0, 1.0)
+        _check_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
+        _check_range("clip", self.clip, 0.0, 1.0, low_open=True)
+        _check_range("value_coef", self.value_coef, 0.0, math.inf)
+        _check_range("entropy_coef", self.entropy_coef, 0.0, math.inf)
+        _check_range("max_grad_norm", self.max_grad_norm, 0.0, math.inf, low_open=True)
+        for name in ("epochs", "minibatches"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 Environments are held directly (not through ``gymnasium.vector``) because MARA episodes terminate at
 different times and need no autoreset bookkeeping beyond "reset this one now"; the stacked observation of
-all N environments goes through the frozen predictor in one batched call (paper Algorithm 1, line 17), then
-through :func:`~mara_agents.mat.tokens.build_tokens`.
+all N environments goes through the demand stage (:class:`~mara_agents.predictors.demand.Demand`, one batched
+predictor call; paper Algorithm 1, line 17), then through :func:`~mara_agents.mat.tokens.build_tokens`, exactly
+as the policy does at evaluation.
 """
 
 from __future__ import annotations
@@ -13,13 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mara_agents.mat.model import MATModel
+from mara_agents.mat.model import MATModel, token_tensors
 from mara_agents.mat.ppo import ValueNorm
 from mara_agents.mat.tokens import Tokens, build_tokens
-from mara_agents.policy import stack_observations
-from mara_agents.predictors.base import Predictor
-from mara_agents.predictors.memo import StepMemo
-from mara_agents.predictors.wrapper import predict_remaining
+from mara_agents.predictors.demand import Demand
 from mara_env.config import MARAConfig
 from mara_env.gym_env import MARAEnv
 
@@ -40,12 +38,6 @@ class Rollout:
     last_value: torch.Tensor
 
 
-def to_tensors(tokens: Tokens, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(slots, glob, present) as tensors on ``device``."""
-    return (torch.as_tensor(tokens.slots, device=device), torch.as_tensor(tokens.glob, device=device),
-            torch.as_tensor(tokens.present, device=device))
-
-
 def team_value(value_norm: ValueNorm, node_values: torch.Tensor) -> torch.Tensor:
     """Mean over nodes of the denormalised per-node values."""
     return value_norm.denormalise(node_values).mean(-1)
@@ -54,10 +46,10 @@ def team_value(value_norm: ValueNorm, node_values: torch.Tensor) -> torch.Tensor
 class VectorRollout:
     """N environments with their current observations; episodes that end are reset immediately."""
 
-    def __init__(self, env_config: MARAConfig, num_envs: int, predictor: Predictor, seed: int | tuple[int, ...],
+    def __init__(self, env_config: MARAConfig, num_envs: int, demand: Demand, seed: int | tuple[int, ...],
                  device: torch.device):
         self.envs = [MARAEnv(config=env_config) for _ in range(num_envs)]
-        self.predictor = StepMemo(predictor)  # tasks not served last step keep their estimate (memo.py)
+        self.demand = demand
         self.device = device
         seeds = np.random.SeedSequence(seed).generate_state(num_envs)
         self.observations = [env.reset(seed=int(s))[0] for env, s in zip(self.envs, seeds)]
@@ -66,8 +58,7 @@ class VectorRollout:
 
     def tokens(self) -> Tokens:
         """Tokens of all current observations, with one batched predictor call."""
-        stacked = stack_observations(self.observations)
-        return build_tokens(stacked, predict_remaining(stacked, self.predictor))
+        return build_tokens(*self.demand.stacked(self.observations))
 
     def drain_finished(self) -> list[dict[str, float]]:
         """Episodes completed since the last call: their return and the env's episode metrics."""
@@ -83,7 +74,7 @@ class VectorRollout:
         rewards = np.zeros((steps, n), dtype=np.float32)
         dones = np.zeros((steps, n), dtype=np.float32)
         for t in range(steps):
-            slots, glob, present = to_tensors(self.tokens(), self.device)
+            slots, glob, present = token_tensors(self.tokens(), self.device)
             actions, log_probs, node_values = model.act(slots, glob, present, generator=generator)
             for key, value in zip(buffers, (slots, glob, present, actions, log_probs,
                                             team_value(value_norm, node_values))):
@@ -98,7 +89,7 @@ class VectorRollout:
                     self.returns[i] = 0.0
                     observation, _ = env.reset()
                 self.observations[i] = observation
-        slots, glob, present = to_tensors(self.tokens(), self.device)
+        slots, glob, present = token_tensors(self.tokens(), self.device)
         last = team_value(value_norm, model.values(model.encode(slots, glob, present)))
         stacked = {key: torch.stack(value) for key, value in buffers.items()}
         return Rollout(**stacked, rewards=torch.as_tensor(rewards, device=self.device),

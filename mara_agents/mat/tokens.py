@@ -6,7 +6,7 @@ the network needs no input normalisation and rollout, training and evaluation se
 Works on single observations (K, ·) and on stacks (..., K, ·) alike.
 
 **A task with fewer than 4 observations has no estimate.**  For such a task the predictor returns its cap
-(about 2·B, DESIGN §5), a placeholder rather than a forecast.  Shown as a demand, the cap makes a newly
+(about 2·B, :mod:`mara_agents.predictors.demand`), a placeholder rather than a forecast.  Shown as a demand, the cap makes a newly
 admitted task look more hopeless than a task that truly cannot finish but whose curve FM still extrapolates
 below its target, and a policy that ranks tasks by slack may never probe it: in the stress test (§5.4) new
 tasks starved while the early tasks held all seven nodes.  So a slot's :data:`ESTIMATE_FEATURES` are 0 until
@@ -23,10 +23,13 @@ from typing import NamedTuple
 import numpy as np
 
 from mara_agents.predictors.base import MIN_OBSERVATIONS
+from mara_env.config import MARAConfig
 from mara_env.features import NUM_GLOBAL_FEATURES, TASK_FEATURE_INDEX
 
 _F = TASK_FEATURE_INDEX
-STEP_SCALE = 500.0  # steps are divided by the arrival window T so deadlines and demands share one unit
+# Steps are divided by the env's default arrival window T, so deadlines and demands share one unit.  It is the
+# window every shipped checkpoint was trained with, so it stays fixed when a user changes an env's window.
+STEP_SCALE = float(MARAConfig.__dataclass_fields__["arrival_window"].default)
 LOG_LR_CENTRE = float(np.log(1e-3))
 
 SLOT_FEATURES: tuple[str, ...] = (

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import hashlib
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -38,19 +37,22 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from curves.bank import DEFAULT_BANK
-from mara_agents.mat.checkpoint import export_policy, load_run_state, save_run_state
+from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
+                                       remove_run_state, save_run_state)
+from mara_agents.config_cli import changed_settings
+from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.config import MATTrainConfig
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.policy import make_predictor
 from mara_agents.mat.ppo import Batch, ValueNorm, gae, ppo_update
 from mara_agents.mat.rollout import Rollout, VectorRollout
 from mara_agents.mat.validation import validation_score, validation_workload
+from mara_agents.predictors.demand import make_demand
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
-from mara_agents.checkpoint_io import bank_checksum, git_commit
-from mara_env.config import MARAConfig
 
-# Fields that may differ when a run is resumed; any other change is refused.
-_RESUMABLE_CHANGES = frozenset({"device", "threads", "steps", "resume", "out", "checkpoint_every", "snapshot_every"})
+# Fields that may differ when a run is resumed; any other change is refused.  Paths compare by what they name.
+_RESUMABLE_CHANGES = frozenset({"device", "threads", "steps", "resume", "force", "out", "checkpoint_every",
+                                "snapshot_every", "run_dir"})
+_PATHS = frozenset({"fm_checkpoint", "env.bank"})
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,7 @@ def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -
 def checked_state(path: Path, config: MATTrainConfig) -> dict[str, Any]:
     """The saved run state, refusing to resume a run started with different training settings."""
     state = load_run_state(path)
-    changed = sorted(k for k, v in dataclasses.asdict(config).items()
-                     if k not in _RESUMABLE_CHANGES and state["config"].get(k) != v)
+    changed = changed_settings(state["config"], as_record(config), _RESUMABLE_CHANGES, _PATHS)
     if changed:
         raise ValueError(f"{path}: cannot resume, the run was started with different {changed}; "
                          "use another --run-dir or --no-resume")
@@ -91,7 +92,7 @@ def validation_workloads(config: MATTrainConfig, run: Path, bank: str) -> list[P
     """The run's validation workload files (none without validation): the mixture, then the stress test."""
     if not config.validate_every:
         return []
-    workloads = [validation_workload(run / "validation.json", bank, config.task_set, config.arrival_prob,
+    workloads = [validation_workload(run / "validation.json", bank, config.env.task_set, config.env.arrival_prob,
                                      config.validation_roots, config.validation_episodes)]
     if config.validation_stress_episodes:
         workloads.append(validation_workload(run / "validation_stress.json", bank, "stress", 0.0, 1,
@@ -106,7 +107,7 @@ def selection_rule(config: MATTrainConfig) -> str:
     stress = (f" and {config.validation_stress_episodes} stress-test episodes (equal weight)"
               if config.validation_stress_episodes else "")
     return (f"highest greedy success rate on the validation workloads ({config.validation_roots} roots x "
-            f"{config.validation_episodes} episodes, {config.task_set} task set, p={config.arrival_prob}{stress}; "
+            f"{config.validation_episodes} episodes, {config.env.task_set} task set, p={config.env.arrival_prob}{stress}; "
             f"val curves), scored every {config.validate_every} env steps and at the end; "
             "ties keep the earlier model (fixed before evaluation; no test curve used)")
 
@@ -116,46 +117,65 @@ def manifest(config: MATTrainConfig, model: MATModel, global_step: int, seconds:
              role: str = "selected") -> dict[str, Any]:
     """How the exported policy was trained (JSON beside the checkpoint); ``role`` is ``selected`` (the
     checkpoint rule's pick) or ``snapshot`` (a learning-curve export)."""
-    bank = config.bank or str(DEFAULT_BANK)
+    bank = config.env.bank or str(DEFAULT_BANK)
     fm = Path(config.fm_checkpoint or DEFAULT_FM)
     rates = [e["success_rate"] for e in recent if np.isfinite(e["success_rate"])]
     return {
-        "format": "mara-mat-manifest", "method": {"fm": "mara", "wls": "mara-wls"}[config.predictor]
-        + ("" if config.reward == "shaped" else "-sparse"),
-        "config": dataclasses.asdict(config), "hparams": model.hparams.to_dict(),
+        "format": "mara-mat-manifest", "method": config.method,
+        "config": as_record(config), "hparams": model.hparams.to_dict(),
         "step": global_step, "role": role,
         "selection_rule": selection_rule(config),
         "validation_scores": [{"step": step, "success_rate": score} for step, score in validation],
         "train_seconds": round(seconds, 1),
         "train_success_rate_last_episodes": float(np.mean(rates)) if rates else None,
         "train_episodes_in_that_mean": len(rates),
-        "data": {"bank": bank, "bank_sha256": bank_checksum(bank), "task_set": config.task_set,
-                 "curve_splits": list(MARAConfig().curve_splits), "arrival_prob": config.arrival_prob},
+        "data": {"bank": portable_path(bank), "bank_sha256": bank_checksum(bank), "task_set": config.env.task_set,
+                 "curve_splits": list(config.env.curve_splits), "arrival_prob": config.env.arrival_prob},
         "predictor": {"name": config.predictor,
-                      "checkpoint": str(fm) if config.predictor == "fm" else None,
-                      "checkpoint_sha256": hashlib.sha256(fm.read_bytes()).hexdigest()
-                      if config.predictor == "fm" else None},
+                      "checkpoint": portable_path(fm) if config.predictor == "fm" else None,
+                      "checkpoint_sha256": file_sha256(fm) if config.predictor == "fm" else None},
         "git_commit": git_commit(), "torch": torch.__version__,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 
 
+def as_record(config: MATTrainConfig) -> dict[str, Any]:
+    """The config as plain JSON-able data (nested groups as dicts) for manifests and run states."""
+    record = dataclasses.asdict(config)
+    record["env"]["curve_splits"] = list(config.env.curve_splits)
+    return record
+
+
+def prepare_fresh_run(config: MATTrainConfig, state_path: Path) -> None:
+    """``--no-resume`` on a directory that already holds a run replaces it only with ``--force``, and then
+    removes its state and validation workloads so nothing of the old run is reused."""
+    if config.resume or not state_path.exists():
+        return
+    if not config.force:
+        raise ValueError(f"{state_path.parent} already holds a training run; --no-resume would replace it: add "
+                         "--force to do so, or choose another --run-dir")
+    remove_run_state(state_path)
+    for name in ("validation.json", "validation_stress.json"):
+        (state_path.parent / name).unlink(missing_ok=True)
+
+
 def train(config: MATTrainConfig) -> TrainResult:
     """Run (or resume) one MAT training run; returns where the selected policy was exported."""
+    if config.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {config.device!r}: CUDA is not available on this machine")
     torch.set_num_threads(config.threads)
     device = torch.device(config.device)
     torch.manual_seed(config.seed)
-    env_config = MARAConfig(arrival_prob=config.arrival_prob, task_set=config.task_set, reward=config.reward,
-                            shaping_beta=config.shaping_beta, bank=config.bank or None)
-    predictor = make_predictor(config.predictor, config.fm_checkpoint, device)
-    model = MATModel(config.hparams(env_config.num_nodes, env_config.max_active)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, eps=1e-5)
+    run = Path(config.run_path)
+    state_path = run / "last.pt"
+    prepare_fresh_run(config, state_path)
+    demand = make_demand(config.predictor, config.fm_checkpoint, config.device)
+    model = MATModel(config.hparams()).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.ppo.lr, eps=1e-5)
     value_norm = ValueNorm().to(device)
     sampler = torch.Generator(device=device).manual_seed(config.seed)
     shuffler = torch.Generator().manual_seed(config.seed + 1)
-    run = Path(config.run_path)
-    state_path = run / "last.pt"
-    bank = config.bank or str(DEFAULT_BANK)
+    bank = config.env.bank or str(DEFAULT_BANK)
     validation: list[tuple[int, float]] = []  # (env step, score) of every validation so far
     global_step, update, trained_seconds = 0, 0, 0.0
     if config.resume and state_path.exists():
@@ -171,20 +191,20 @@ def train(config: MATTrainConfig) -> TrainResult:
         print(f"resumed {state_path} at env step {global_step}", flush=True)
 
     workloads = validation_workloads(config, run, bank)
-    envs = VectorRollout(env_config, config.num_envs, predictor, seed=(config.seed, global_step), device=device)
+    envs = VectorRollout(config.env, config.num_envs, demand, seed=(config.seed, global_step), device=device)
     writer = SummaryWriter(str(run / "tb"), purge_step=global_step)
-    settings = config.ppo()
+    settings = config.ppo
     recent: deque[dict[str, float]] = deque(maxlen=50)
     started, last_saved, first_step, resumed_seconds = time.perf_counter(), global_step, global_step, trained_seconds
     while global_step < config.steps:
         tick = time.perf_counter()
-        if config.anneal_lr:
+        if settings.anneal_lr:
             for group in optimizer.param_groups:
-                group["lr"] = config.lr * (1.0 - global_step / config.steps)
+                group["lr"] = settings.lr * (1.0 - global_step / config.steps)
         rollout = envs.collect(model, value_norm, config.rollout_steps, sampler)
         collected = time.perf_counter()
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, rollout.last_value,
-                                  config.gamma, config.gae_lambda)
+                                  settings.gamma, settings.gae_lambda)
         stats = ppo_update(model, optimizer, flatten(rollout, advantages, returns), value_norm, settings, shuffler)
         steps = config.rollout_steps * config.num_envs
         global_step += steps
@@ -207,7 +227,7 @@ def train(config: MATTrainConfig) -> TrainResult:
               f"value_loss {stats['value_loss']:.3f}", flush=True)
 
         if workloads and (crossed(global_step, steps, config.validate_every) or global_step >= config.steps):
-            score = validation_score(model, predictor, workloads, bank)
+            score = validation_score(model, demand.predictor, workloads, bank)
             writer.add_scalar("charts/validation_success_rate", score, global_step)
             print(f"validation at step {global_step}: success {score:.4f}", flush=True)
             best = max((s for _, s in validation), default=-1.0)
@@ -220,10 +240,12 @@ def train(config: MATTrainConfig) -> TrainResult:
                           manifest(config, model, global_step, trained_seconds, recent, validation, role="snapshot"))
         if (validation and validation[-1][0] == global_step or global_step - last_saved >= config.checkpoint_every
                 or global_step >= config.steps):
-            save_run_state(state_path, model=model, optimizer=optimizer, value_norm=value_norm,
-                           generators={"sampler": sampler.get_state(), "shuffler": shuffler.get_state()},
-                           global_step=global_step, update=update, seconds=trained_seconds,
-                           config=dataclasses.asdict(config), validation=validation)
+            save_run_state(state_path, {
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "value_norm": value_norm.state_dict(),
+                "generators": {"sampler": sampler.get_state(), "shuffler": shuffler.get_state()},
+                "global_step": global_step, "update": update, "seconds": trained_seconds,
+                "config": as_record(config), "validation": validation})
             last_saved = global_step
     if not workloads:
         export_policy(config.out_path, model, config.predictor,

@@ -32,12 +32,12 @@ import numpy as np
 import torch
 
 from curves.bank import DEFAULT_BANK, load_bank
+from mara_agents.allocators.mat import MATPolicy, load_mat_policy
+from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_agents.checkpoint_io import CheckpointError, bank_checksum
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.policy import MATPolicy, load_mat_policy
 from mara_agents.policy import Policy
 from mara_agents.predictors.base import Predictor
-from mara_agents.registry import POLICIES, make_policy
 from mara_agents.runner import evaluate_workload
 from mara_env.fixed_workloads import build_workload
 from mara_env.tasksets import TASK_SETS

@@ -1,4 +1,4 @@
-"""The batched predictor interface shared by WLS and FM (DESIGN §5, paper §4.1).
+"""The batched predictor interface shared by WLS and FM (paper §4.1).
 
 A predictor answers one question for many tasks at once: *how many more optimization batches does each
 task need before its cumulative-average loss reaches its threshold ε?*  Every array in a query has one row
@@ -6,7 +6,7 @@ per task, so a whole observation (all K slots, or all slots of a vector of envir
 
 Both predictors need :data:`MIN_OBSERVATIONS` loss observations.  Before that, and whenever a model has no
 usable answer, a predictor returns the task's remaining *generation cap* — the furthest a forecast may
-look: the recorded curve's end (in the environment 2·B − s, see :mod:`mara_agents.predictors.wrapper`).
+look: the recorded curve's end (in the environment 2·B − s, see :mod:`mara_agents.predictors.demand`).
 Every estimate is clipped to ``[0, cap]``.
 """
 
@@ -17,7 +17,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-MIN_OBSERVATIONS = 4  # paper §4.1: "before four history points are available ... return the cap"
+from mara_env.config import MARAConfig
+
+# Paper §4.1: "before four history points are available ... return the cap".  The env's warm-up count is the
+# same rule (its ``warmup`` feature and "ready" metric), so both read one default.
+MIN_OBSERVATIONS: int = MARAConfig.__dataclass_fields__["warmup_observations"].default
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def task_set_of(spec: FamilySpec) -> str | None:
 
 
 def draw_task(spec: FamilySpec, curve_id: str, seed: int) -> tuple[float, int]:
-    """(ε, B) for one curve from its family's rules (DESIGN §4), fixed by (seed, curve id)."""
+    """(ε, B) for one curve from its family's rules (as the task sets draw them), fixed by (seed, curve id)."""
     if spec.eps is None or spec.budget is None:
         raise BankError(f"family {spec.name!r} has no calibrated ε/budget rule; run curves.calibrate first")
     rng = np.random.default_rng([seed, zlib.crc32(curve_id.encode())])

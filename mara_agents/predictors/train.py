@@ -15,7 +15,6 @@ Run ``python -m mara_agents.predictors.train --help`` (or ``python train.py fm``
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
 import hashlib
@@ -25,13 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import math
+
 import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from curves.bank import DEFAULT_BANK, CurveBank, atomic_write_json, load_bank
-from mara_agents.checkpoint_io import CheckpointError, atomic_torch_save, bank_checksum, git_commit
+from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
+                                       remove_run_state, save_run_state)
+from mara_agents.config_cli import changed_settings
+from mara_agents.config_cli import parse_config as parse_dataclass
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_agents.predictors.fm.encoding import static_context
 from mara_agents.predictors.fm.model import FlowMatchingModel, FMHyperParameters, flow_matching_loss, linear_path
@@ -42,8 +46,13 @@ from mara_agents.predictors.fm.predictor import (
 )
 from mara_agents.predictors.fm.target import trajectory_target
 
-# Fields that may change when a run is resumed; every other field must match the saved run.
-_RESUMABLE_CHANGES = frozenset({"device", "threads", "max_steps", "patience", "out", "resume", "notes"})
+# Fields that may change when a run is resumed; every other field must match the saved run (paths compare by
+# the file they name).
+_RESUMABLE_CHANGES = frozenset({"device", "threads", "max_steps", "patience", "out", "resume", "force", "notes",
+                                "run_dir"})
+_PATHS = frozenset({"bank"})
+MODEL_FLAGS = {"hidden": "GRU width", "history_points": "most prefix points the GRU reads",
+               "width": "velocity-MLP hidden width", "time_dim": "sinusoidal time-embedding size"}
 
 
 @dataclass
@@ -65,17 +74,31 @@ class FMTrainConfig:
     val_examples: int = field(default=4096, metadata={"help": "fixed validation examples"})
     stats_examples: int = field(default=8192, metadata={"help": "training examples used to fix standardisation"})
     min_prefix: int = field(default=MIN_OBSERVATIONS, metadata={"help": "shortest prefix S_0 in batches"})
-    hidden: int = field(default=64, metadata={"help": "GRU width"})
-    history_points: int = field(default=32, metadata={"help": "most prefix points the GRU reads"})
-    width: int = field(default=128, metadata={"help": "velocity-MLP hidden width"})
-    time_dim: int = field(default=32, metadata={"help": "sinusoidal time-embedding size"})
     resume: bool = field(default=True, metadata={"help": "continue from <run_dir>/last.pt when it exists"})
+    force: bool = field(default=False, metadata={
+        "help": "with --no-resume, start afresh even if <run_dir> already holds a run (its state is replaced)"})
     notes: str = field(default="", metadata={"help": "free-text provenance recorded in the manifest"})
+    model: FMHyperParameters = field(default_factory=FMHyperParameters, metadata={"flags": MODEL_FLAGS})
+
+    def __post_init__(self) -> None:
+        for name in ("threads", "batch_size", "max_steps", "eval_every", "patience", "val_examples",
+                     "stats_examples", "min_prefix"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
+        if self.min_prefix < MIN_OBSERVATIONS:
+            raise ValueError(f"min_prefix must be ≥ {MIN_OBSERVATIONS} (a predictor needs that many points), "
+                             f"got {self.min_prefix}")
+        for name in ("lr", "grad_clip"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be ≥ 0, got {self.seed}")
 
     def hparams(self) -> FMHyperParameters:
         """The model architecture these settings describe."""
-        return FMHyperParameters(hidden=self.hidden, history_points=self.history_points, width=self.width,
-                                 time_dim=self.time_dim)
+        return self.model
 
 
 @dataclass(frozen=True)
@@ -214,22 +237,17 @@ def curves_checksum(*curve_sets: CurveSet) -> str:
     return digest.hexdigest()
 
 
-def load_run_state(path: Path, config: FMTrainConfig, data_sha256: str) -> dict[str, Any]:
-    """The saved state of an interrupted run; a corrupt file, a changed config or changed training curves
-    is a clear error."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        saved = state["config"]
-    except Exception as exc:  # torch raises many types for truncated files
-        raise CheckpointError(f"{path}: corrupt training state ({exc}); delete it to start the run afresh") from exc
-    changed = sorted(k for k, v in dataclasses.asdict(config).items()
-                     if k not in _RESUMABLE_CHANGES and saved.get(k) != v)
+def resumable_state(path: Path, config: FMTrainConfig, data_sha256: str) -> dict[str, Any]:
+    """The saved state of an interrupted run (or the one before it, if the last fails its check); a changed
+    config or changed training curves is a clear error."""
+    state = load_run_state(path, warn=tqdm.write)
+    changed = changed_settings(state["config"], dataclasses.asdict(config), _RESUMABLE_CHANGES, _PATHS)
     if changed:
         raise ValueError(f"{path}: cannot resume, the run was started with different {changed}; "
-                         f"use another --run-dir or --no-resume")
+                         f"use another --run-dir or --no-resume --force")
     if state.get("data_sha256") != data_sha256:
         raise ValueError(f"{path}: cannot resume, the bank's train/val curves changed since the run started; "
-                         f"use another --run-dir or --no-resume")
+                         f"use another --run-dir or --no-resume --force")
     return state
 
 
@@ -241,9 +259,10 @@ def write_manifest(config: FMTrainConfig, result: dict[str, Any], train: CurveSe
     families = sorted({cid.split("/")[0] for cid in train.ids})
     atomic_write_json(manifest, {
         "format": "mara-fm-manifest", "checkpoint": out.name,
-        "checkpoint_sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "checkpoint_bytes": out.stat().st_size,
-        "config": dataclasses.asdict(config), "hparams": config.hparams().to_dict(),
-        "data": {"bank": str(config.bank), "bank_sha256": bank_sha256, "curves_sha256": curves_checksum(train, val),
+        "checkpoint_sha256": file_sha256(out), "checkpoint_bytes": out.stat().st_size,
+        "config": {**dataclasses.asdict(config), "bank": portable_path(config.bank), "out": portable_path(out)},
+        "hparams": config.hparams().to_dict(),
+        "data": {"bank": portable_path(config.bank), "bank_sha256": bank_sha256, "curves_sha256": curves_checksum(train, val),
                  "families": families, "train_curves": len(train.ids), "val_curves": len(val.ids),
                  "train_ids": list(train.ids), "val_ids": list(val.ids)},
         **result, "git_commit": git_commit(), "torch": torch.__version__,
@@ -266,12 +285,17 @@ def train(config: FMTrainConfig) -> TrainResult:
     run_dir = Path(config.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     last, best = run_dir / "last.pt", run_dir / "best.pt"
+    if not config.resume and last.exists():
+        if not config.force:
+            raise ValueError(f"{run_dir} already holds a training run; --no-resume would replace it: add --force "
+                             "to do so, or choose another --run-dir")
+        remove_run_state(last)
 
     model = fresh_model(train_set, config, device)
     optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
     step, best_val, best_step, stale, seconds = 0, float("inf"), 0, 0, 0.0
     if config.resume and last.exists():
-        state = load_run_state(last, config, data_sha256)
+        state = resumable_state(last, config, data_sha256)
         model.load_state_dict(state["model"])
         optimiser.load_state_dict(state["optimizer"])
         step, best_val, best_step, stale, seconds = (state["step"], state["best_val"], state["best_step"],
@@ -307,10 +331,10 @@ def train(config: FMTrainConfig) -> TrainResult:
             else:
                 stale += 1
             bar.set_postfix(val=f"{val:.4f}", best=f"{best_val:.4f}@{best_step}")
-            atomic_torch_save({"config": dataclasses.asdict(config), "model": model.state_dict(),
-                               "optimizer": optimiser.state_dict(), "step": step, "best_val": best_val,
-                               "best_step": best_step, "stale": stale,
-                               "seconds": time.perf_counter() - started, "data_sha256": data_sha256}, last)
+            save_run_state(last, {"config": dataclasses.asdict(config), "model": model.state_dict(),
+                                  "optimizer": optimiser.state_dict(), "step": step, "best_val": best_val,
+                                  "best_step": best_step, "stale": stale,
+                                  "seconds": time.perf_counter() - started, "data_sha256": data_sha256})
     bar.close()
     writer.close()
     if not best.exists():
@@ -324,16 +348,8 @@ def train(config: FMTrainConfig) -> TrainResult:
 
 
 def parse_config(argv: Sequence[str] | None = None) -> FMTrainConfig:
-    """The command line generated from :class:`FMTrainConfig` (``--batch-size``, ``--no-resume``, …)."""
-    parser = argparse.ArgumentParser(prog="python train.py fm", description=__doc__.split("\n\n")[0])
-    for f in dataclasses.fields(FMTrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in (bool, "bool"):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
-        else:
-            kind = {"int": int, "float": float, "str": str}[f.type if isinstance(f.type, str) else f.type.__name__]
-            parser.add_argument(flag, type=kind, default=f.default, help=f"{f.metadata['help']} (default: {f.default})")
-    return FMTrainConfig(**vars(parser.parse_args(argv)))
+    """The command line generated from :class:`FMTrainConfig` (``--batch-size``, ``--hidden``, ``--no-resume``, …)."""
+    return parse_dataclass(FMTrainConfig, argv, "python train.py fm", __doc__.split("\n\n")[0])
 
 
 def main(argv: Sequence[str] | None = None) -> TrainResult:

@@ -1,4 +1,4 @@
-"""LARA's weighted-least-squares demand estimator (paper §2 and §5.1, DESIGN §5).
+"""LARA's weighted-least-squares demand estimator (paper §2 and §5.1).
 
 The cumulative-average loss is modelled as a negative power of the batch count,
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,11 @@ import torch
 
 from curves.bank import load_bank
 from mara_agents.mat.config import MATTrainConfig
+from mara_agents.mat.model import MATHyperParameters
+from mara_agents.mat.ppo import PPOSettings
 from mara_agents.mat.train import TrainResult, train
 from mara_agents.predictors.fm import FlowMatchingModel, save_checkpoint
+from mara_env.config import MARAConfig
 from mara_env.features import TASK_FEATURE_INDEX, TASK_FEATURES
 from mara_env.fixed_workloads import build_workload
 from mara_env.workload import Episode, Workload, save_workload
@@ -58,11 +62,21 @@ def fm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_config(bank_dir: Path, run_dir: Path, **changes: object) -> MATTrainConfig:
     """A few dozen env steps of MAT-over-WLS training (20 per update), scored on a one-episode validation
     workload every 20 steps: fast, but the whole loop runs."""
-    settings = dict(predictor="wls", bank=str(bank_dir), run_dir=str(run_dir), steps=60, validate_every=20,
-                    validation_roots=1, validation_episodes=1, validation_stress_episodes=1, num_envs=2, rollout_steps=10, epochs=2,
-                    minibatches=2, checkpoint_every=20, dim=16)
-    settings.update(changes)
-    return MATTrainConfig(**settings)
+    groups = {"env": MARAConfig(), "ppo": PPOSettings(epochs=2, minibatches=2), "model": MATHyperParameters(dim=16)}
+    settings = dict(predictor="wls", run_dir=str(run_dir), steps=60, validate_every=20, validation_roots=1,
+                    validation_episodes=1, validation_stress_episodes=1, num_envs=2, rollout_steps=10,
+                    checkpoint_every=20)
+    env_changes = {"bank": str(bank_dir)}
+    for name, value in changes.items():
+        group = next((g for g, default in groups.items() if name in default.__dataclass_fields__), None)
+        if group == "env":
+            env_changes[name] = value
+        elif group is not None:
+            groups[group] = dataclasses.replace(groups[group], **{name: value})
+        else:
+            settings[name] = value
+    groups["env"] = groups["env"].replace(**env_changes)
+    return MATTrainConfig(**settings, **groups)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mara_agents.lara import LARAPolicy, is_feasible, largest_feasible_subset
+from mara_agents.allocators.lara import LARAPolicy, is_feasible, largest_feasible_subset
 from mara_agents.predictors import WLSPredictor
 from mara_agents.runner import evaluate_workload
 

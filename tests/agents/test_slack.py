@@ -6,7 +6,7 @@ import numpy as np
 
 from mara_agents.predictors import WLSPredictor
 from mara_agents.runner import evaluate_workload
-from mara_agents.slack import SlackPolicy
+from mara_agents.allocators.slack import SlackPolicy
 
 from conftest import hand_observation
 

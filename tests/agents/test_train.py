@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import train as train_cli
-from mara_agents.mat.checkpoint import load_policy_model, load_run_state
+from mara_agents.checkpoint_io import load_run_state
+from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.config import parse_config
 from mara_agents.mat.train import train
 from mara_env.workload import load_workload
@@ -25,7 +26,7 @@ def test_training_exports_the_best_validated_policy_with_a_manifest(trained):
     assert [entry["step"] for entry in scores] == [20, 40, 60][:len(scores)] and len(scores) >= 1
     assert manifest["method"] == "mara-wls" and manifest["step"] == best["step"] == scores[-1]["step"]
     assert all(0.0 <= entry["success_rate"] <= 1.0 for entry in scores)
-    assert manifest["config"]["arrival_prob"] == 0.04 and manifest["data"]["curve_splits"] == ["train", "val"]
+    assert manifest["config"]["env"]["arrival_prob"] == 0.04 and manifest["data"]["curve_splits"] == ["train", "val"]
     assert trained.global_step == 60
     final = load_run_state(trained.checkpoint.parent / "last.pt")["validation"]
     assert [step for step, _ in final] == [20, 40, 60]
@@ -43,7 +44,7 @@ def test_the_learning_rate_decays_linearly_to_zero(trained):
     state = load_run_state(trained.checkpoint.parent / "last.pt")
     config = state["config"]
     # The last update started at env step 40 of 60.
-    assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(config["lr"] * (1 - 40 / 60))
+    assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(config["ppo"]["lr"] * (1 - 40 / 60))
 
 
 def test_validation_can_be_switched_off(bank_dir, tmp_path):
@@ -67,18 +68,20 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(bank_dir, tmp_path, capsy
 def test_resuming_with_different_training_settings_is_refused(bank_dir, tmp_path):
     run = tmp_path / "run"
     train(tiny_config(bank_dir, run, steps=20))
-    with pytest.raises(ValueError, match="lr"):
+    with pytest.raises(ValueError, match="ppo.lr"):
         train(tiny_config(bank_dir, run, steps=40, lr=1e-3))
 
 
 def test_the_cli_is_generated_from_the_config_dataclass():
     config = parse_config(["--seed", "3", "--predictor", "wls", "--reward", "sparse", "--steps", "500",
                            "--no-resume"])
-    assert (config.seed, config.predictor, config.reward, config.steps, config.resume) == (3, "wls", "sparse", 500, False)
-    assert config.clip == 0.2 and config.value_coef == 1.0 and config.entropy_coef == 0.01
-    assert config.gamma == 1.0 and config.gae_lambda == 0.95 and config.shaping_beta == 0.1
-    with pytest.raises(ValueError, match="predictor"):
-        parse_config(["--predictor", "oracle"])
+    assert (config.seed, config.predictor, config.env.reward, config.steps, config.resume) == (3, "wls", "sparse", 500,
+                                                                                                 False)
+    assert config.ppo.clip == 0.2 and config.ppo.value_coef == 1.0 and config.ppo.entropy_coef == 0.01
+    assert config.ppo.gamma == 1.0 and config.ppo.gae_lambda == 0.95 and config.env.shaping_beta == 0.1
+    assert config.ppo.epochs == 10  # what the shipped checkpoints were trained with (their manifests)
+    nested = parse_config(["--clip", "0.3", "--arrival-prob", "0.05", "--dim", "32"])
+    assert (nested.ppo.clip, nested.env.arrival_prob, nested.hparams().dim) == (0.3, 0.05, 32)
 
 
 def test_train_py_dispatches_fm_to_the_predictor_trainer(monkeypatch):
@@ -86,12 +89,11 @@ def test_train_py_dispatches_fm_to_the_predictor_trainer(monkeypatch):
     monkeypatch.setattr("mara_agents.predictors.train.main", lambda argv: seen.append(argv))
     train_cli.main(["fm", "--max-steps", "5"])
     assert seen == [["--max-steps", "5"]]
-    with pytest.raises(SystemExit):
-        train_cli.main(["nonsense"])
+    assert train_cli.main(["nonsense"]) == 2
 
 
 def test_sparse_reward_trains_and_is_recorded(bank_dir, tmp_path):
     result = train(tiny_config(bank_dir, tmp_path / "run", reward="sparse", steps=20))
     manifest = json.loads(result.checkpoint.with_suffix(".json").read_text())
-    assert manifest["method"] == "mara-wls-sparse" and manifest["config"]["reward"] == "sparse"
+    assert manifest["method"] == "mara-wls-sparse" and manifest["config"]["env"]["reward"] == "sparse"
     assert torch.load(result.checkpoint, weights_only=True)["predictor"] == "wls"

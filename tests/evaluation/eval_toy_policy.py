@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mara_agents.baselines import EDFPolicy
+from mara_agents.allocators.naive import EDFPolicy
 
 
 class ToyPolicy(EDFPolicy):

@@ -76,7 +76,7 @@ def test_oracle_bounds_clairvoyant_bounds_every_method_per_episode(quick_run):
         successes[row["task_set"], row["load"], row["root"], row["episode"]][row["method"]] = float(row["successes"])
     for episode in successes.values():
         assert episode["oracle"] >= episode["clairvoyant"]
-        assert all(episode["clairvoyant"] >= value for method, value in episode.items())
+        assert all(episode["clairvoyant"] >= value for method, value in episode.items() if method != "oracle")
 
 
 def test_it_writes_every_table_figure_and_the_readme_section(quick_run):

@@ -44,7 +44,7 @@ def test_a_referenced_file_is_hashed_by_content(tmp_path):
 
 
 def test_the_bound_and_policies_are_keyed_by_their_defining_source_file():
-    import mara_agents.baselines as baselines
+    import mara_agents.allocators.naive as baselines
     import mara_agents.evaluation.clairvoyant as clairvoyant
     from mara_env.workload import file_checksum
 
@@ -53,7 +53,7 @@ def test_the_bound_and_policies_are_keyed_by_their_defining_source_file():
 
 
 def test_a_change_to_predictor_code_invalidates_policy_fingerprints(monkeypatch):
-    import mara_agents.baselines as baselines
+    import mara_agents.allocators.naive as baselines
     from mara_agents.evaluation import fingerprint
 
     before = policy_fingerprint(baselines.EDFPolicy())
@@ -68,13 +68,13 @@ def test_training_only_modules_are_not_loaded_by_evaluation():
     import sys
 
     from mara_agents.evaluation.fingerprint import TRAINING_ONLY
-    from mara_agents.evaluation.methods import METHODS
+    from mara_agents.allocators.registry import POLICIES
 
     script = (
         "import sys, gymnasium as gym\n"
         "from mara_agents.evaluation.methods import build_policy\n"
         "from mara_agents.evaluation import harness, cli  # noqa: F401\n"
-        f"for method in {sorted(METHODS)!r}:\n"
+        f"for method in {sorted(POLICIES)!r}:\n"
         "    policy = build_policy(method, 0 if method.startswith('mara') else None)\n"
         "    env = gym.make('MARA-v0')\n"
         "    observation, _ = env.reset(seed=0)\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -11,6 +12,7 @@ from eval_fixtures import workloads_fixture  # noqa: F401  (provides the workloa
 
 from mara_agents.evaluation import harness
 from mara_agents.evaluation.harness import Settings, evaluate
+from mara_agents.evaluation.methods import MethodError
 from mara_env.fixed_workloads import workload_path
 
 TOY = "eval_toy_policy:ToyPolicy"
@@ -105,13 +107,20 @@ def test_a_changed_workload_invalidates_its_cells_and_an_identical_copy_does_not
     assert rerun.computed == 4 and rerun.reused == 4  # the rl_ood file's bounds and FIFO episodes, both roots
 
 
-def test_unavailable_methods_are_skipped_with_their_reason(bank_dir, workloads_dir, tmp_path):
-    requests = [("fifo", "id", 0.04), ("no-such-method", "id", 0.04), ("nowhere.module:Policy", "id", 0.04)]
-    results = evaluate(requests, make_settings(bank_dir, workloads_dir, tmp_path / "cache.sqlite"))
+def test_unavailable_methods_are_skipped_with_their_reason_unless_strict(bank_dir, workloads_dir, tmp_path):
+    requests = [("fifo", "id", 0.04), ("nowhere.module:Policy", "id", 0.04)]
+    settings = make_settings(bank_dir, workloads_dir, tmp_path / "cache.sqlite")
+    results = evaluate(requests, settings)
     reasons = {s.method: s.reason for s in results.skipped}
-    assert "unknown policy 'no-such-method'" in reasons["no-such-method"]
-    assert "No module named 'nowhere'" in reasons["nowhere.module:Policy"]
+    assert "cannot import module 'nowhere.module'" in reasons["nowhere.module:Policy"]
     assert {r["method"] for r in results.rows} == {"fifo", "oracle", "clairvoyant"}
+    with pytest.raises(MethodError, match="nowhere"):
+        evaluate(requests, dataclasses.replace(settings, strict=True))
+
+
+def test_an_unknown_method_name_is_an_error(bank_dir, workloads_dir, tmp_path):
+    with pytest.raises(MethodError, match="unknown method 'no-such-method'"):
+        evaluate([("no-such-method", "id", 0.04)], make_settings(bank_dir, workloads_dir, tmp_path / "c.sqlite"))
 
 
 def test_a_batched_policy_plays_all_its_episodes_in_lockstep_with_the_same_results(bank_dir, workloads_dir,

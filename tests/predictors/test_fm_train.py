@@ -15,14 +15,14 @@ import pytest
 import torch
 
 from curves.bank import BankWriter, load_bank
-from mara_agents.predictors.fm import CheckpointError, load_model
+from mara_agents.predictors.fm import CheckpointError, FMHyperParameters, load_model
 from mara_agents.predictors.train import FMTrainConfig, draw_examples, id_curve_set, main, parse_config, train
 
 
 def tiny_config(bank: Path, tmp: Path, **changes) -> FMTrainConfig:
     settings = dict(bank=str(bank), run_dir=str(tmp / "run"), out=str(tmp / "out" / "fm.pt"), batch_size=16,
-                    max_steps=8, eval_every=4, val_examples=64, stats_examples=128, hidden=8, history_points=16,
-                    width=16, time_dim=8)
+                    max_steps=8, eval_every=4, val_examples=64, stats_examples=128,
+                    model=FMHyperParameters(hidden=8, history_points=16, width=16, time_dim=8))
     settings.update(changes)
     return FMTrainConfig(**settings)
 

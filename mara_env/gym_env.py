@@ -9,13 +9,10 @@ import numpy as np
 from gymnasium import spaces
 
 from mara_env.config import MARAConfig
-from mara_env.engine import Engine, parse_picks
+from mara_env.engine import parse_picks
 from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
-
-
-# Finite bounds (checkers and some RL libraries reject infinite boxes); losses, log-ratios and budgets of
-# any realistic bank lie far inside them.
-VALUE_BOUND = 1e6
+from mara_env.flat import VALUE_BOUND, flat_space, flatten_observation
+from mara_env.frontend import RENDER_FPS, RENDER_MODES, FrontEnd
 
 
 def observation_spaces(num_slots: int, history_width: int) -> dict[str, spaces.Space]:
@@ -43,13 +40,16 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     Resource Allocation for Computational Resource Efficient Learning*.
 
     ## Action Space
-    ``MultiDiscrete([K + 1] * M)``: entry i is node i's choice, 0 = idle, j = slot j − 1. If a node picks an
-    empty slot or a slot that a lower-indexed node already picked, its pick becomes idle and
-    ``info["conflicts"]`` counts it. Wrong shapes or out-of-range values raise ``ValueError``.
-    ``action_masks()`` returns the flattened per-node mask for sb3-contrib's ``MaskablePPO``.
+    ``MultiDiscrete([K + 1] * M)``: entry i is node i's choice, 0 = idle, j = slot j − 1. With
+    ``conflicts="idle"`` (default, the paper's) a node that picks an empty slot or a slot that a
+    lower-indexed node already picked idles and ``info["conflicts"]`` counts it. With ``conflicts="repair"``
+    such a node gets the next free occupied slot after its pick (or idles if none is left), so every action
+    is a matching; ``info["repaired"]`` counts the moved picks. Wrong shapes, non-integers or out-of-range
+    values raise ``ValueError``. ``action_masks()`` returns the flattened per-node mask for sb3-contrib's
+    ``MaskablePPO``.
 
     ## Observation Space
-    ``Dict``; all arrays are new on every call.
+    ``observation="dict"`` (default): a ``Dict``; all arrays are new on every call.
 
     | key           | shape         | dtype   | meaning                                                          |
     |---------------|---------------|---------|------------------------------------------------------------------|
@@ -60,7 +60,11 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     | budget        | (K,)          | float32 | available time B of the slot's task (0 when empty)               |
     | global        | (4,)          | float32 | M / M_max, active / K, queued / K, t / T                         |
 
-    H_max is the length of the longest curve in the bank.
+    H_max is the length of the longest curve in the bank. ``observation="flat"``: one float32 ``Box`` of
+    K · (11 + H) + 4 values, the last H = ``flat_history`` losses as log-ratios to the current one (see
+    ``mara_env.flat``); the mask comes from ``action_masks()``. ``observation="rllib"``:
+    ``{"observations": <flat>, "action_mask": int8 (M · (K + 1),)}``, the keys RLlib's action-masking
+    module reads.
 
     ## Rewards
     ``reward="shaped"`` (default): r_t = (tasks that succeed in step t) + β (Φ_{t+1} − Φ_t), β = 0.1, with the
@@ -77,56 +81,74 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     task end at T). There is no truncation: every episode is finite (at most T + max B steps); wrap with
     ``gymnasium.wrappers.TimeLimit`` if you want one. At termination ``info["episode_metrics"]`` holds the
     success rate, utilisation, queue-full fraction, mean waiting tasks and mean steps to 4 observations.
+    A ``step`` after termination (or before the first ``reset``) raises ``RuntimeError``.
 
     ## Arguments
     ``gym.make("MARA-v0", render_mode=None, **fields)`` where fields are those of
     :class:`mara_env.config.MARAConfig` (``num_nodes=7, max_active=10, arrival_prob=0.04,
-    arrival_window=500, task_set="id", reward="shaped", shaping_beta=0.1, bank=None, workload=None, ...``),
-    or ``config=MARAConfig(...)``. ``render_mode="ansi"`` returns a text table of slots, queue and nodes.
+    arrival_window=500, task_set="id", reward="shaped", shaping_beta=0.1, bank=None, workload=None,
+    conflicts="idle", observation="dict", flat_history=16, ...``), or ``config=MARAConfig(...)``.
+    ``render_mode="ansi"`` returns a text table of slots, queue and nodes; ``"rgb_array"`` a Gantt chart of
+    the episode so far (nodes × time above, task windows with successes and expiries below) as an RGB
+    array; ``"human"`` shows that chart in a matplotlib window after every step.
 
     ## Version History
     * v0: initial release.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": RENDER_MODES, "render_fps": RENDER_FPS}
 
     def __init__(self, render_mode: str | None = None, config: MARAConfig | None = None, **overrides: Any):
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, "
-                             f"got {render_mode!r}")
-        self.config = (config or MARAConfig()).replace(**overrides) if overrides else (config or MARAConfig())
+        base = config or MARAConfig()
+        self.config = base.replace(**overrides) if overrides else base
+        self.frontend = FrontEnd(self.config, render_mode)
         self.render_mode = render_mode
-        self.engine = Engine(self.config)
+        self.engine = self.frontend.engine
         m, k = self.config.num_nodes, self.config.max_active
         self.action_space = spaces.MultiDiscrete([k + 1] * m)
-        self.observation_space = spaces.Dict({
-            "action_mask": spaces.Box(0, 1, (m, k + 1), np.int8),
-            **observation_spaces(k, self.engine.sim.history_width),
-        })
-        self._started = False
+        flat = flat_space(k, self.config.flat_history)
+        self.observation_space = {
+            "dict": spaces.Dict({"action_mask": spaces.Box(0, 1, (m, k + 1), np.int8),
+                                 **observation_spaces(k, self.engine.sim.history_width)}),
+            "flat": flat,
+            "rllib": spaces.Dict({"observations": flat,
+                                  "action_mask": spaces.Box(0, 1, (m * (k + 1),), np.int8)}),
+        }[self.config.observation]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        info = self.engine.reset(self.np_random, options)
-        self._started = True
-        return self.engine.sim.observation(), info
+        info = self.frontend.reset(self.np_random, options)
+        if self.render_mode == "human":
+            self.render()
+        return self._observe(), info
 
     def step(self, action: Any):
-        if not self._started:
-            raise RuntimeError("call reset() before step()")
+        self.frontend.check_can_step()
         picks = parse_picks(action, self.config.num_nodes, self.config.max_active)
-        reward, terminated, info = self.engine.step(picks)
-        return self.engine.sim.observation(), reward, terminated, False, info
+        reward, terminated, info = self.frontend.step(picks)
+        if self.render_mode == "human":
+            self.render()
+        return self._observe(), reward, terminated, False, info
+
+    def _observe(self) -> Any:
+        observation = self.engine.sim.observation()
+        if self.config.observation == "dict":
+            return observation
+        flat = flatten_observation(observation, self.config.flat_history)
+        if self.config.observation == "flat":
+            return flat
+        return {"observations": flat, "action_mask": observation["action_mask"].reshape(-1)}
 
     def action_masks(self) -> np.ndarray:
         """Flattened (M · (K + 1),) boolean mask, the format sb3-contrib's MaskablePPO expects."""
-        if not self._started:
+        if not self.frontend.started:
             raise RuntimeError("call reset() before action_masks()")
         occupied = self.engine.sim.slot_task >= 0
         per_node = np.concatenate([[True], occupied])
         return np.tile(per_node, self.config.num_nodes)
 
-    def render(self) -> str | None:
-        if self.render_mode == "ansi":
-            return self.engine.render_text()
-        return None
+    def render(self) -> str | np.ndarray | None:
+        return self.frontend.render()
+
+    def close(self) -> None:
+        self.frontend.close()

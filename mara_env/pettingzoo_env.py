@@ -1,4 +1,5 @@
-"""The PettingZoo front ends: ``mara_env.env()`` (AEC) and ``mara_env.parallel_env()``."""
+"""The PettingZoo front ends: ``mara_env.env()`` (AEC, ``raw_env`` plus PettingZoo's order-enforcing
+wrapper) and ``mara_env.parallel_env()``."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv, ParallelEnv
+from pettingzoo.utils import wrappers
 
 from mara_env.config import MARAConfig
-from mara_env.engine import Engine
+from mara_env.flat import flat_space, flatten_observation, node_one_hot
+from mara_env.frontend import RENDER_FPS, RENDER_MODES, FrontEnd
 from mara_env.gym_env import observation_spaces
+
+AGENT_REWARDS = ("team", "share")
 
 
 def _config(config: MARAConfig | None, overrides: dict[str, Any]) -> MARAConfig:
@@ -20,16 +25,36 @@ def _config(config: MARAConfig | None, overrides: dict[str, Any]) -> MARAConfig:
 
 
 class _NodeSpaces:
-    """Agents ``node_0 … node_{M-1}`` with spaces built once and returned by identity."""
+    """Agents ``node_0 … node_{M-1}``: spaces built once and returned by identity, per-node observations,
+    argument checks and the per-agent reward, shared by the AEC and the parallel env."""
 
-    def _build_spaces(self, engine: Engine) -> None:
-        cfg = engine.config
-        m, k = cfg.num_nodes, cfg.max_active
+    def _setup(self, render_mode: str | None, max_cycles: int | None, agent_reward: str,
+               config: MARAConfig | None, overrides: dict[str, Any]) -> None:
+        if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, int)
+                                       or max_cycles < 1):
+            raise ValueError(f"max_cycles must be None or a positive integer, got {max_cycles!r}")
+        if agent_reward not in AGENT_REWARDS:
+            raise ValueError(f"agent_reward must be one of {AGENT_REWARDS}, got {agent_reward!r}")
+        self.frontend = FrontEnd(_config(config, overrides), render_mode)
+        self.engine = self.frontend.engine
+        self.config = self.engine.config
+        self.render_mode = render_mode
+        self.max_cycles = max_cycles
+        self.agent_reward = agent_reward
+        self.np_random, _ = seeding.np_random(None)
+        m, k = self.config.num_nodes, self.config.max_active
         self.possible_agents = [f"node_{i}" for i in range(m)]
         self.agent_index = {agent: i for i, agent in enumerate(self.possible_agents)}
-        inner = spaces.Dict({**observation_spaces(k, engine.sim.history_width),
-                             "picks": spaces.Box(-1, k, (m,), np.int64)})
-        obs_space = spaces.Dict({"observation": inner, "action_mask": spaces.Box(0, 1, (k + 1,), np.int8)})
+        flat = flat_space(k, self.config.flat_history, m)
+        obs_space = {
+            "dict": spaces.Dict({
+                "observation": spaces.Dict({**observation_spaces(k, self.engine.sim.history_width),
+                                            "picks": spaces.Box(-1, k, (m,), np.int64)}),
+                "action_mask": spaces.Box(0, 1, (k + 1,), np.int8)}),
+            "flat": flat,
+            "rllib": spaces.Dict({"observations": flat,
+                                  "action_mask": spaces.Box(0, 1, (k + 1,), np.int8)}),
+        }[self.config.observation]
         self.observation_spaces = {agent: obs_space for agent in self.possible_agents}
         self.action_spaces = {agent: spaces.Discrete(k + 1) for agent in self.possible_agents}
 
@@ -39,160 +64,212 @@ class _NodeSpaces:
     def action_space(self, agent: str) -> spaces.Space:
         return self.action_spaces[agent]
 
-    def _node_observation(self, node: int, picks: list[int]) -> dict[str, Any]:
-        """Node ``node``'s view: the shared observation, this step's earlier picks, and its own mask.
+    def _seed(self, seed: int | None) -> None:
+        if seed is not None:
+            self.np_random, _ = seeding.np_random(seed)
 
-        The mask removes empty slots and, when ``picks`` holds earlier nodes' choices, the slots they took —
-        exactly the matching constraint of paper Eq. 2.
-        """
-        obs = self.engine.sim.observation()
-        mask = obs.pop("action_mask")[node]
+    def _check_action(self, agent: str, action: Any) -> int:
+        """The action as an int; ``ValueError`` naming the agent for anything but an integer in [0, K]."""
+        k = self.config.max_active
+        value = action.item() if isinstance(action, np.ndarray) and action.size == 1 else action
+        integral = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            integral, value = True, int(value)
+        if not integral or not 0 <= int(value) <= k:
+            raise ValueError(f"{agent}: action must be an integer in [0, {k}] (0 = idle, j = slot j-1), "
+                             f"got {action!r}")
+        return int(value)
+
+    def _agent_reward(self, team_reward: float) -> float:
+        """``team``: every node gets the team reward; ``share``: each gets 1/M of it, so the sum over nodes is
+        the team reward (what a library that adds agents' rewards should see)."""
+        return team_reward / len(self.possible_agents) if self.agent_reward == "share" else team_reward
+
+    def _node_mask(self, node: int, picks: list[int]) -> np.ndarray:
+        """Idle and occupied slots, less the slots earlier nodes took this cycle (paper Eq. 2)."""
+        mask = np.concatenate([[1], self.engine.sim.slot_task >= 0]).astype(np.int8)
         for pick in picks[:node]:
             if pick > 0:
                 mask[pick] = 0
-        obs["picks"] = np.asarray(picks, dtype=np.int64)
-        return {"observation": obs, "action_mask": mask}
+        return mask
+
+    def _node_observations(self, agents: list[str], picks: list[int]) -> dict[str, Any]:
+        """Each listed node's observation in the configured format (``flat`` masks go to the infos)."""
+        mode = self.config.observation
+        if mode == "dict":
+            views = {}
+            for agent in agents:
+                obs = self.engine.sim.observation()
+                del obs["action_mask"]
+                obs["picks"] = np.asarray(picks, dtype=np.int64)
+                views[agent] = {"observation": obs, "action_mask": self._node_mask(self.agent_index[agent], picks)}
+            return views
+        shared = flatten_observation(self.engine.sim.observation(), self.config.flat_history)
+        m = len(self.possible_agents)
+        flats = {a: np.concatenate([shared, node_one_hot(self.agent_index[a], m)]) for a in agents}
+        if mode == "flat":
+            return flats
+        return {a: {"observations": flats[a],
+                    "action_mask": self._node_mask(self.agent_index[a], picks)}
+                for a in agents}
+
+    def _mask_info(self, agent: str, picks: list[int]) -> dict[str, Any]:
+        """With ``observation="flat"`` the mask travels in ``infos[agent]["action_mask"]`` (PettingZoo's
+        convention when the observation is a plain array)."""
+        if self.config.observation != "flat":
+            return {}
+        return {"action_mask": self._node_mask(self.agent_index[agent], picks)}
+
+    def render(self) -> str | np.ndarray | None:
+        return self.frontend.render()
+
+    def close(self) -> None:
+        self.frontend.close()
 
 
-class MARAAECEnv(_NodeSpaces, AECEnv):
+class raw_env(_NodeSpaces, AECEnv):  # noqa: N801 - PettingZoo's name for the unwrapped AEC class
     """MARA as an agent-environment-cycle game: nodes act one at a time in index order.
 
     Each cycle ``node_0 … node_{M-1}`` choose in turn (``Discrete(K + 1)``: 0 idle, j slot j − 1). Node i's
     ``action_mask`` removes empty slots and slots already taken by nodes 0 … i − 1 this cycle, so following
     the masks always yields a valid matching; an unmasked choice is turned into idle and counted as a
-    conflict, as in the Gymnasium env. The simulator advances after the last node; every node then receives
-    the same team reward (successes + shaping, see ``MARAEnv``). Observations are
+    conflict (``conflicts="idle"``) or moved to the next free slot (``conflicts="repair"``), as in the
+    Gymnasium env. The simulator advances after the last node; every node then receives the team reward
+    (successes + shaping, see ``MARAEnv``), or 1/M of it with ``agent_reward="share"``.
+
+    Observations (``observation=``): ``"dict"`` (default)
     ``{"observation": {tasks, history, history_len, budget, global, picks}, "action_mask"}`` where ``picks``
-    holds this cycle's choices so far (−1 = not chosen yet). ``max_cycles`` truncates after that many
-    simulator steps. Arguments are those of ``MARAEnv``.
+    holds this cycle's choices so far (−1 = not chosen yet); ``"flat"`` the flat float32 vector of
+    ``mara_env.flat`` with the node's one-hot appended, the mask in ``infos[agent]["action_mask"]``;
+    ``"rllib"`` ``{"observations": <flat>, "action_mask": int8}``, the keys RLlib's action-masking module
+    reads. ``max_cycles`` truncates after that many simulator steps. Other arguments are those of
+    ``MARAEnv``. Use :func:`env`, which adds PettingZoo's ``OrderEnforcingWrapper``.
 
     Version History: v0: initial release.
     """
 
-    metadata = {"name": "mara_v0", "render_modes": ["ansi"], "is_parallelizable": True, "render_fps": 4}
+    metadata = {"name": "mara_v0", "render_modes": RENDER_MODES, "is_parallelizable": True,
+                "render_fps": RENDER_FPS}
 
-    def __init__(self, render_mode: str | None = None, max_cycles: int | None = None,
+    def __init__(self, render_mode: str | None = None, max_cycles: int | None = None, agent_reward: str = "team",
                  config: MARAConfig | None = None, **overrides: Any):
         super().__init__()
-        self.engine = Engine(_config(config, overrides))
-        self.render_mode = render_mode
-        self.max_cycles = max_cycles
-        self._build_spaces(self.engine)
-        self.np_random, _ = seeding.np_random(None)
+        self._setup(render_mode, max_cycles, agent_reward, config, overrides)
+        self.agents: list[str] = []
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        if seed is not None:
-            self.np_random, _ = seeding.np_random(seed)
-        info = self.engine.reset(self.np_random, options)
+        self._seed(seed)
+        info = self.frontend.reset(self.np_random, options)
         self.agents = list(self.possible_agents)
         self.rewards = {a: 0.0 for a in self.agents}
         self._cumulative_rewards = {a: 0.0 for a in self.agents}
         self.terminations = {a: False for a in self.agents}
         self.truncations = {a: False for a in self.agents}
-        self.infos = {a: dict(info) for a in self.agents}
         self.picks = [-1] * len(self.possible_agents)
+        self.infos = {a: {**info, **self._mask_info(a, self.picks)} for a in self.agents}
         self.cycles = 0
         self.agent_selection = self.agents[0]
 
-    def observe(self, agent: str) -> dict[str, Any]:
-        return self._node_observation(self.agent_index[agent], self.picks)
+    def observe(self, agent: str) -> Any:
+        return self._node_observations([agent], self.picks)[agent]
 
     def step(self, action: Any) -> None:
+        if not self.frontend.started:
+            raise RuntimeError("call reset() before step()")
+        if not self.agents:
+            raise RuntimeError("the episode has ended; call reset() before step() again")
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return
         node = self.agent_index[agent]
-        if action is None or not 0 <= int(action) <= self.engine.config.max_active:
-            raise ValueError(f"{agent}: action must be an int in [0, {self.engine.config.max_active}], got {action!r}")
-        self.picks[node] = int(action)
+        self.picks[node] = self._check_action(agent, action)
         self._cumulative_rewards[agent] = 0.0
         if node == len(self.possible_agents) - 1:
             self._advance()
         else:
             self._clear_rewards()
         self.agent_selection = self.possible_agents[(node + 1) % len(self.possible_agents)]
+        self.infos[self.agent_selection].update(self._mask_info(self.agent_selection, self.picks))
         self._accumulate_rewards()
 
     def _advance(self) -> None:
-        reward, terminated, info = self.engine.step(self.picks)
+        reward, terminated, info = self.frontend.step(self.picks)
         self.cycles += 1
         truncated = not terminated and self.max_cycles is not None and self.cycles >= self.max_cycles
+        self.frontend.ended = terminated or truncated
         for agent in self.agents:
-            self.rewards[agent] = reward
+            self.rewards[agent] = self._agent_reward(reward)
             self.terminations[agent] = terminated
             self.truncations[agent] = truncated
             self.infos[agent] = dict(info)
         self.picks = [-1] * len(self.possible_agents)
-
-    def render(self) -> str | None:
-        return self.engine.render_text() if self.render_mode == "ansi" else None
-
-    def close(self) -> None:
-        pass
+        if self.render_mode == "human":
+            self.render()
 
 
 class MARAParallelEnv(_NodeSpaces, ParallelEnv):
-    """MARA with all nodes acting simultaneously; conflicts resolve as in the Gymnasium env (lower index
-    wins, the loser idles and is counted). Each node's ``action_mask`` is the static one (idle + occupied
-    slots). Otherwise identical to :class:`MARAAECEnv`."""
+    """MARA with all nodes acting simultaneously; conflicts resolve as in the Gymnasium env (``idle``: lower
+    index wins, the loser idles and is counted; ``repair``: the loser moves to the next free slot). Each
+    node's ``action_mask`` is the static one (idle + occupied slots): nodes choose together, so no node can
+    see the others' picks. A ``step`` after the episode ended (no live agents) raises ``RuntimeError``.
+    Otherwise identical to :class:`raw_env`."""
 
-    metadata = {"name": "mara_v0", "render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"name": "mara_v0", "render_modes": RENDER_MODES, "render_fps": RENDER_FPS}
 
-    def __init__(self, render_mode: str | None = None, max_cycles: int | None = None,
+    def __init__(self, render_mode: str | None = None, max_cycles: int | None = None, agent_reward: str = "team",
                  config: MARAConfig | None = None, **overrides: Any):
-        self.engine = Engine(_config(config, overrides))
-        self.render_mode = render_mode
-        self.max_cycles = max_cycles
-        self._build_spaces(self.engine)
-        self.np_random, _ = seeding.np_random(None)
+        self._setup(render_mode, max_cycles, agent_reward, config, overrides)
         self.agents: list[str] = []
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
-        if seed is not None:
-            self.np_random, _ = seeding.np_random(seed)
-        info = self.engine.reset(self.np_random, options)
+        self._seed(seed)
+        info = self.frontend.reset(self.np_random, options)
         self.agents = list(self.possible_agents)
         self.cycles = 0
-        return self._observations(), {a: dict(info) for a in self.agents}
+        if self.render_mode == "human":
+            self.render()
+        return self._observations(), self._infos(info)
 
     def _observations(self) -> dict[str, Any]:
+        return self._node_observations(self.agents, [-1] * len(self.possible_agents))
+
+    def _infos(self, info: dict[str, Any]) -> dict[str, dict[str, Any]]:
         blank = [-1] * len(self.possible_agents)
-        return {a: self._node_observation(self.agent_index[a], blank) for a in self.agents}
+        return {a: {**info, **self._mask_info(a, blank)} for a in self.agents}
 
     def step(self, actions: dict[str, Any]):
+        self.frontend.check_can_step()
         unknown = set(actions) - set(self.agents)
         if unknown:
             raise ValueError(f"actions for agents that are not live: {sorted(unknown)}")
-        picks = []
-        for agent in self.possible_agents:
-            pick = int(actions.get(agent, 0))
-            if not 0 <= pick <= self.engine.config.max_active:
-                raise ValueError(f"{agent}: action must be in [0, {self.engine.config.max_active}], got {pick}")
-            picks.append(pick)
-        reward, terminated, info = self.engine.step(picks)
+        picks = [self._check_action(agent, actions.get(agent, 0)) for agent in self.possible_agents]
+        reward, terminated, info = self.frontend.step(picks)
         self.cycles += 1
         truncated = not terminated and self.max_cycles is not None and self.cycles >= self.max_cycles
+        self.frontend.ended = terminated or truncated
         agents = self.agents
         observations = self._observations()
-        rewards = {a: reward for a in agents}
+        rewards = {a: self._agent_reward(reward) for a in agents}
         terminations = {a: terminated for a in agents}
         truncations = {a: truncated for a in agents}
-        infos = {a: dict(info) for a in agents}
+        infos = self._infos(info)
         if terminated or truncated:
             self.agents = []
+        if self.render_mode == "human":
+            self.render()
         return observations, rewards, terminations, truncations, infos
 
-    def render(self) -> str | None:
-        return self.engine.render_text() if self.render_mode == "ansi" else None
 
-    def close(self) -> None:
-        pass
+MARAAECEnv = raw_env
 
 
-def env(**kwargs: Any) -> MARAAECEnv:
-    """The AEC environment (PettingZoo's ``env()`` convention)."""
-    return MARAAECEnv(**kwargs)
+def env(**kwargs: Any) -> AECEnv:
+    """The AEC environment: :class:`raw_env` wrapped in PettingZoo's ``OrderEnforcingWrapper`` (which
+    raises on ``step``/``observe`` before ``reset`` and ignores, with a warning, a ``step`` once every agent
+    is done). ``AssertOutOfBoundsWrapper`` is left out: ``raw_env`` already rejects a bad action with a
+    ``ValueError`` naming the agent and the value."""
+    return wrappers.OrderEnforcingWrapper(raw_env(**kwargs))
 
 
 def parallel_env(**kwargs: Any) -> MARAParallelEnv:

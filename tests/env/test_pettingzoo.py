@@ -98,3 +98,41 @@ def test_parallel_and_gym_give_identical_metrics(bank_dir):
         par_rewards.append(reward["node_0"])
     assert np.allclose(par_rewards, rewards)
     assert infos["node_0"]["episode_metrics"] == metrics
+
+
+def test_env_is_raw_env_in_the_order_enforcing_wrapper(bank_dir):
+    from pettingzoo.utils.wrappers import OrderEnforcingWrapper
+
+    from mara_env.pettingzoo_env import raw_env
+
+    env = mara_env.env(bank=str(bank_dir))
+    assert isinstance(env, OrderEnforcingWrapper) and isinstance(env.unwrapped, raw_env)
+
+
+def test_parallel_masks_are_static_the_same_for_every_node(bank_dir):
+    env = mara_env.parallel_env(bank=str(bank_dir), arrival_prob=1.0)
+    observations, _ = env.reset(seed=0)
+    for _ in range(3):
+        observations, *_ = env.step({agent: 1 for agent in env.agents})
+    masks = np.stack([observations[a]["action_mask"] for a in env.possible_agents])
+    assert np.all(masks == masks[0]) and masks[0, 0] == 1
+    assert np.array_equal(masks[0, 1:].astype(bool), env.engine.sim.slot_task >= 0)
+
+
+def _episode_rewards(bank_dir, agent_reward):
+    env = mara_env.parallel_env(bank=str(bank_dir), arrival_prob=0.1, arrival_window=60, conflicts="repair",
+                                agent_reward=agent_reward)
+    observations, _ = env.reset(seed=7)
+    per_agent = np.zeros(7)
+    while env.agents:
+        observations, rewards, _, _, infos = env.step({a: 1 + i % 3 for i, a in enumerate(env.agents)})
+        per_agent += [rewards[a] for a in env.possible_agents]
+    return per_agent, infos["node_0"]["episode_metrics"]["successes"]
+
+
+def test_share_splits_the_team_reward_so_the_sum_over_nodes_counts_it_once(bank_dir):
+    team, successes = _episode_rewards(bank_dir, "team")
+    share, same_successes = _episode_rewards(bank_dir, "share")
+    assert successes == same_successes > 0
+    assert np.allclose(team, successes)  # every node gets the whole team return (shaping telescopes)
+    assert np.allclose(share, successes / 7) and np.isclose(share.sum(), successes)

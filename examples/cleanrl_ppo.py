@@ -1,0 +1,201 @@
+"""CleanRL-style single-file PPO on ``MARA-v0`` with the flat observation and per-node action masks.
+
+One MLP reads the flat observation (``observation="flat"``) and emits, for each of the M nodes, logits over
+idle and the K slots; empty slots are masked out with the env's ``action_masks()``; nodes that still pick
+the same slot are resolved by ``conflicts="repair"``. Read top to bottom: rollout, GAE, minibatch updates,
+TensorBoard logging with ``global_step`` (when ``--log-dir`` is given).
+
+    python examples/cleanrl_ppo.py --total-timesteps 100000 --log-dir runs/mara_ppo
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Categorical
+
+import mara_env  # noqa: F401  (registers MARA-v0)
+
+
+@dataclass
+class Args:
+    total_timesteps: int = 100_000
+    """environment steps, summed over the vector envs"""
+    num_envs: int = 4
+    """parallel environments"""
+    num_steps: int = 256
+    """rollout length per env and update"""
+    learning_rate: float = 3e-4
+    """Adam step size"""
+    gamma: float = 0.99
+    """discount"""
+    gae_lambda: float = 0.95
+    """GAE lambda"""
+    num_minibatches: int = 4
+    """minibatches per epoch"""
+    update_epochs: int = 4
+    """epochs per update"""
+    clip_coef: float = 0.2
+    """PPO clip range"""
+    ent_coef: float = 0.01
+    """entropy bonus"""
+    vf_coef: float = 0.5
+    """value loss weight"""
+    max_grad_norm: float = 0.5
+    """gradient clipping"""
+    flat_history: int = 16
+    """loss-history points per slot in the observation"""
+    arrival_window: int = 500
+    """T, steps during which tasks arrive"""
+    bank: str = ""
+    """curve bank directory (empty: the shipped bank)"""
+    seed: int = 0
+    """seed of the envs and the network"""
+    log_dir: str = ""
+    """TensorBoard directory (empty: no logging)"""
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    """The CLI, generated from :class:`Args` (one flag per field, its docstring as help)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for field in dataclasses.fields(Args):
+        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
+    return Args(**vars(parser.parse_args(argv)))
+
+
+def make_env(args: Args) -> gym.Env:
+    kwargs = {"observation": "flat", "conflicts": "repair", "flat_history": args.flat_history,
+              "arrival_window": args.arrival_window}
+    return gym.make("MARA-v0", **kwargs, **({"bank": args.bank} if args.bank else {}))
+
+
+def layer(inputs: int, outputs: int, std: float = np.sqrt(2)) -> nn.Linear:
+    linear = nn.Linear(inputs, outputs)
+    nn.init.orthogonal_(linear.weight, std)
+    nn.init.zeros_(linear.bias)
+    return linear
+
+
+class Agent(nn.Module):
+    """Shared trunk; a value head and one categorical head per node over [idle, slot 0 … slot K-1]."""
+
+    def __init__(self, obs_size: int, nvec: np.ndarray):
+        super().__init__()
+        self.nodes, self.choices = len(nvec), int(nvec[0])
+        self.trunk = nn.Sequential(layer(obs_size, 128), nn.Tanh(), layer(128, 128), nn.Tanh())
+        self.actor = layer(128, self.nodes * self.choices, std=0.01)
+        self.critic = layer(128, 1, std=1.0)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(self.trunk(obs)).squeeze(-1)
+
+    def act(self, obs: torch.Tensor, mask: torch.Tensor, action: torch.Tensor | None = None):
+        """(action, log-prob, entropy, value); the log-prob and entropy are summed over the nodes."""
+        hidden = self.trunk(obs)
+        logits = self.actor(hidden).view(-1, self.nodes, self.choices)
+        logits = torch.where(mask.view_as(logits), logits, torch.tensor(-1e8))
+        dist = Categorical(logits=logits)
+        if action is None:
+            action = dist.sample()
+        return action, dist.log_prob(action).sum(-1), dist.entropy().sum(-1), self.critic(hidden).squeeze(-1)
+
+
+def main(argv: list[str] | None = None) -> list[float]:
+    """Train; returns the success rate of every episode that ended during training, in order."""
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    envs = gym.vector.SyncVectorEnv([lambda: make_env(args) for _ in range(args.num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    agent = Agent(envs.single_observation_space.shape[0], envs.single_action_space.nvec)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    writer = None
+    if args.log_dir:
+        from torch.utils.tensorboard import SummaryWriter
+        writer = SummaryWriter(args.log_dir)
+
+    shape = (args.num_steps, args.num_envs)
+    obs_buf = torch.zeros(shape + envs.single_observation_space.shape)
+    mask_buf = torch.zeros(shape + (agent.nodes * agent.choices,), dtype=torch.bool)
+    action_buf = torch.zeros(shape + (agent.nodes,), dtype=torch.long)
+    logprob_buf, reward_buf, done_buf, value_buf = (torch.zeros(shape) for _ in range(4))
+
+    obs_np, _ = envs.reset(seed=args.seed)
+    obs = torch.as_tensor(obs_np)
+    mask = torch.as_tensor(np.stack(envs.call("action_masks")))
+    done = torch.zeros(args.num_envs)
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    updates = max(args.total_timesteps // batch_size, 1)
+    global_step, start, success_rates = 0, time.time(), []
+
+    for update in range(updates):
+        # Rollout.
+        for step in range(args.num_steps):
+            global_step += args.num_envs
+            obs_buf[step], mask_buf[step], done_buf[step] = obs, mask, done
+            with torch.no_grad():
+                action, logprob, _, value = agent.act(obs, mask)
+            action_buf[step], logprob_buf[step], value_buf[step] = action, logprob, value
+            obs_np, reward, terminated, truncated, info = envs.step(action.numpy())
+            reward_buf[step] = torch.as_tensor(reward, dtype=torch.float32)
+            obs, done = torch.as_tensor(obs_np), torch.as_tensor(terminated | truncated, dtype=torch.float32)
+            mask = torch.as_tensor(np.stack(envs.call("action_masks")))
+            if "final_info" in info:
+                ended = info["final_info"]["_episode_metrics"]
+                for rate in info["final_info"]["episode_metrics"]["success_rate"][ended]:
+                    success_rates.append(float(rate))
+                    if writer:
+                        writer.add_scalar("charts/success_rate", rate, global_step)
+
+        # Generalised advantage estimation (a done at step t+1 means step t ended its episode).
+        with torch.no_grad():
+            next_value = agent.value(obs)
+            advantages = torch.zeros(shape)
+            last_gae = torch.zeros(args.num_envs)
+            for t in reversed(range(args.num_steps)):
+                next_done = done if t == args.num_steps - 1 else done_buf[t + 1]
+                following = next_value if t == args.num_steps - 1 else value_buf[t + 1]
+                delta = reward_buf[t] + args.gamma * following * (1 - next_done) - value_buf[t]
+                last_gae = delta + args.gamma * args.gae_lambda * (1 - next_done) * last_gae
+                advantages[t] = last_gae
+            returns = advantages + value_buf
+
+        # Minibatch updates.
+        b_obs, b_mask = obs_buf.reshape(batch_size, -1), mask_buf.reshape(batch_size, -1)
+        b_action, b_logprob = action_buf.reshape(batch_size, -1), logprob_buf.reshape(-1)
+        b_adv, b_ret, b_value = advantages.reshape(-1), returns.reshape(-1), value_buf.reshape(-1)
+        for _ in range(args.update_epochs):
+            for idx in torch.randperm(batch_size).split(minibatch_size):
+                _, logprob, entropy, value = agent.act(b_obs[idx], b_mask[idx], b_action[idx])
+                ratio = (logprob - b_logprob[idx]).exp()
+                adv = (b_adv[idx] - b_adv[idx].mean()) / (b_adv[idx].std() + 1e-8)
+                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
+                v_loss = 0.5 * ((value - b_ret[idx]) ** 2).mean()
+                loss = pg_loss - args.ent_coef * entropy.mean() + args.vf_coef * v_loss
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+
+        if writer:
+            writer.add_scalar("losses/policy", pg_loss.item(), global_step)
+            writer.add_scalar("losses/value", v_loss.item(), global_step)
+            writer.add_scalar("charts/SPS", global_step / (time.time() - start), global_step)
+        recent = np.mean(success_rates[-10:]) if success_rates else float("nan")
+        print(f"update {update + 1}/{updates}  step {global_step}  recent success rate {recent:.3f}")
+    envs.close()
+    if writer:
+        writer.close()
+    return success_rates
+
+
+if __name__ == "__main__":
+    main()

@@ -51,11 +51,12 @@ class BatchSimulator:
         n, k = num_envs, config.max_active
         self.num_envs, self.num_nodes, self.num_slots = n, config.num_nodes, k
         self.history_width = bank.max_length
+        self._losses = self.table.loss.reshape(-1)
         self.slot_task = np.full((n, k), -1, dtype=np.int64)
         self.slot_batches = np.zeros((n, k), dtype=np.int64)
         self.slot_deadline = np.full((n, k), _NEVER, dtype=np.int64)
         self.slot_budget = np.zeros((n, k), dtype=np.int64)
-        self.slot_curve = np.zeros((n, k), dtype=np.int64)
+        self.slot_curve = np.zeros((n, k), dtype=np.int64)  # where the task's curve starts in the flat table
         self.slot_eps = np.ones((n, k), dtype=np.float64)
         self.slot_progress = np.zeros((n, k), dtype=np.float64)
         self.features = np.zeros((n, k, NUM_TASK_FEATURES), dtype=np.float32)
@@ -67,8 +68,12 @@ class BatchSimulator:
         self.episodes: list[Episode | None] = [None] * n
         self.tasks: dict[str, np.ndarray] = {}
         self._grow(1)
-        lower = np.tril(np.ones((self.num_nodes, self.num_nodes), dtype=bool), -1)
-        self._earlier = lower[None]  # [0, i, j]: node j acts before node i
+        m = self.num_nodes
+        self._row_start = np.arange(n)[:, None] * k  # flat index of each episode's slot 0
+        self._pick_start = np.arange(n)[:, None] * (k + 1)  # the same for (N, K + 1) per-choice arrays
+        self._env_of_cell = np.repeat(np.arange(n), k)  # episode of each flat slot index
+        self._env_of_pick = np.repeat(np.arange(n), m)  # episode of each flat (episode, node) index
+        self._nodes = np.broadcast_to(np.arange(m), (n, m))
 
     def _grow(self, capacity: int) -> None:
         """Widen the per-task arrays to ``capacity`` columns, keeping what they hold."""
@@ -127,8 +132,11 @@ class BatchSimulator:
         active = occupied.sum(axis=1)
         queued = (self.tasks["status"] == QUEUED).sum(axis=1)
         chose = picks > 0
-        hit = chose & np.take_along_axis(occupied, np.maximum(picks - 1, 0), axis=1)
-        repeated = ((picks[:, :, None] == picks[:, None, :]) & self._earlier).any(axis=2)
+        hit = chose & occupied.reshape(-1)[self._row_start + np.maximum(picks - 1, 0)]
+        first = np.full(self.num_envs * (self.num_slots + 1), self.num_nodes, dtype=np.int64)
+        choice = self._pick_start + picks
+        np.minimum.at(first, choice, self._nodes)  # the lowest node making each choice
+        repeated = first[choice] != self._nodes
         serves = hit & ~repeated
         served = serves.sum(axis=1)
         conflicts = (chose & ~serves).sum(axis=1)
@@ -140,7 +148,7 @@ class BatchSimulator:
         totals["conflicts"] += conflicts
 
         served_at = np.flatnonzero(serves)  # (env, node) pairs as flat indices
-        env = served_at // self.num_nodes
+        env = self._env_of_pick[served_at]
         successes = self._execute(env * self.num_slots + picks.reshape(-1)[served_at] - 1)
         expirations = self._expire()
         self.t += 1
@@ -160,14 +168,14 @@ class BatchSimulator:
         batches = self.slot_batches.reshape(-1)
         done = batches[cell] + 1
         batches[cell] = done
-        curve = self.slot_curve.reshape(-1)[cell]
-        loss = self.table.loss[curve, done]
-        first = self.table.loss[curve, 1]
+        start = self.slot_curve.reshape(-1)[cell]
+        loss = self._losses[start + done]
+        first = self._losses[start + 1]
         eps = self.slot_eps.reshape(-1)[cell]
         self.history.reshape(-1)[cell * self.history_width + done - 1] = loss
         ready = done == self.config.warmup_observations
         if ready.any():
-            env = cell[ready] // self.num_slots
+            env = self._env_of_cell[cell[ready]]
             self.tasks["ready_at"][env, self.slot_task.reshape(-1)[cell[ready]]] = self.t[env] + 1
         self.features.reshape(-1)[(cell * NUM_TASK_FEATURES)[:, None] + _SERVED_COLUMNS] = np.stack([
             done / self.slot_budget.reshape(-1)[cell], loss, first, np.log(np.maximum(loss, _TINY) / eps),
@@ -175,7 +183,7 @@ class BatchSimulator:
         self.slot_progress.reshape(-1)[cell] = log_progress(first, loss, eps)
         won = cell[loss <= eps]
         self._leave(won, SUCCEEDED)
-        counts = np.bincount(won // self.num_slots, minlength=self.num_envs)
+        counts = np.bincount(self._env_of_cell[won], minlength=self.num_envs)
         self.totals["successes"] += counts
         return counts
 
@@ -194,7 +202,7 @@ class BatchSimulator:
 
     def _leave(self, cell: np.ndarray, status: int) -> None:
         """Tasks in slots ``cell`` (flat indices) end with ``status``; their slots are cleared."""
-        env = cell // self.num_slots
+        env = self._env_of_cell[cell]
         task = self.slot_task.reshape(-1)[cell]
         self.tasks["status"][env, task] = status
         self.tasks["left_at"][env, task] = self.t[env] + 1
@@ -231,7 +239,7 @@ class BatchSimulator:
         self.slot_task.reshape(-1)[cell] = task
         self.slot_deadline.reshape(-1)[cell] = self.tasks["deadline"].reshape(-1)[entry]
         self.slot_budget.reshape(-1)[cell] = budget
-        self.slot_curve.reshape(-1)[cell] = curve
+        self.slot_curve.reshape(-1)[cell] = curve * self.table.loss.shape[1]
         self.slot_eps.reshape(-1)[cell] = eps
         self.features.reshape(-1)[(cell * NUM_TASK_FEATURES)[:, None] + _ADMITTED_COLUMNS] = np.stack([
             np.ones(env.size), eps, self.table.log_batch_size[curve], self.table.log_lr[curve],
@@ -243,8 +251,12 @@ class BatchSimulator:
         ended = (self.tasks["status"] >= SUCCEEDED).all(axis=1)
         return (self.t >= self.config.arrival_window) & ended
 
-    def observation(self) -> dict[str, np.ndarray]:
-        """The batched Gymnasium observation: each entry stacks the single env's along a leading N axis."""
+    def observation(self, copy: bool = True) -> dict[str, np.ndarray]:
+        """The batched Gymnasium observation: each entry stacks the single env's along a leading N axis.
+
+        Every array is new, except ``history`` with ``copy=False``: then it is the simulator's own buffer,
+        valid until the next step (it is the largest array by far, N·K·H_max floats).
+        """
         cfg = self.config
         occupied = self.slot_task >= 0
         mask = np.empty((self.num_envs, self.num_nodes, self.num_slots + 1), dtype=np.int8)
@@ -259,7 +271,7 @@ class BatchSimulator:
         glob[:, 1] = occupied.sum(axis=1) / self.num_slots
         glob[:, 2] = queued / self.num_slots
         glob[:, 3] = self.t / cfg.arrival_window
-        return {"action_mask": mask, "tasks": tasks, "history": self.history.copy(),
+        return {"action_mask": mask, "tasks": tasks, "history": self.history.copy() if copy else self.history,
                 "history_len": self.slot_batches.copy(), "budget": self.slot_budget.astype(np.float32),
                 "global": glob}
 

@@ -6,7 +6,8 @@ Prints one line per figure:
 * the PettingZoo AEC env under the same two rules, node turns/s;
 * the native vector env (``gym.make_vec(..., vectorization_mode="vector_entry_point")``) at N = 1, 4, 16, 64
   and 256, env steps/s, with precomputed actions (node i serves slot i + 1 — a matching, so nothing but the
-  simulator is timed) and with the FIFO rule computed on the batched observation every step;
+  simulator is timed), the same with ``copy=False`` (the history buffer is not copied), and with the FIFO
+  rule computed on the batched observation every step;
 * the ratio of the vector env at N = 64 to the single env with the same precomputed actions, in this run;
 * the process's peak resident memory.
 
@@ -127,9 +128,10 @@ def aec_env(bank: str | None, rule: Rule, turns: int) -> Rate:
     return rate
 
 
-def vector_env(bank: str | None, num_envs: int, rule: Rule | None, steps: int) -> Rate:
+def vector_env(bank: str | None, num_envs: int, rule: Rule | None, steps: int, copy: bool = True) -> Rate:
     """``steps`` steps of the native vector env (``num_envs × steps`` env steps)."""
-    envs = gym.make_vec("MARA-v0", num_envs=num_envs, vectorization_mode="vector_entry_point", bank=bank)
+    envs = gym.make_vec("MARA-v0", num_envs=num_envs, vectorization_mode="vector_entry_point", bank=bank,
+                        copy=copy)
     cfg = envs.unwrapped.config
     fixed = np.tile(np.arange(1, cfg.num_nodes + 1) % (cfg.max_active + 1), (num_envs, 1))
     obs, _ = envs.reset(seed=0)
@@ -154,18 +156,20 @@ def run(bank: str | None, steps: int, emit: Callable[[str], None]) -> None:
     turns = steps * 7
     emit(f"AEC env, FIFO rule:               {aec_env(bank, fifo_picks, turns).text(turns, 'node turns')}")
     emit(f"AEC env, random legal matchings:  {aec_env(bank, random_rule, turns).text(turns, 'node turns')}")
-    precomputed: dict[int, tuple[float, float]] = {}
+    at_64 = {}
     for num_envs in VECTOR_SIZES:
         vector_steps = max(steps // num_envs, 200)
         count = vector_steps * num_envs
-        fixed = vector_env(bank, num_envs, None, vector_steps)
-        precomputed[num_envs] = fixed.per_second(count)
-        emit(f"vector env N={num_envs:<3}, precomputed:    {fixed.text(count, 'env steps')}")
-        fifo = vector_env(bank, num_envs, fifo_picks, vector_steps)
-        emit(f"vector env N={num_envs:<3}, FIFO rule:      {fifo.text(count, 'env steps')}")
-    (vector_wall, vector_cpu), (single_wall, single_cpu) = precomputed[64], fixed_single.per_second(steps)
-    emit(f"vector env N=64 / gym env, precomputed: {vector_wall / single_wall:5.1f}x wall, "
-         f"{vector_cpu / single_cpu:5.1f}x CPU")
+        for label, rule, copy in (("precomputed", None, True), ("precomputed, copy=False", None, False),
+                                  ("FIFO rule", fifo_picks, True)):
+            rate = vector_env(bank, num_envs, rule, vector_steps, copy)
+            emit(f"vector env N={num_envs:<3}, {label + ':':24s} {rate.text(count, 'env steps')}")
+            if num_envs == 64 and rule is None:
+                at_64[label] = rate.per_second(count)
+    single_wall, single_cpu = fixed_single.per_second(steps)
+    for label, (vector_wall, vector_cpu) in at_64.items():
+        emit(f"vector env N=64 / gym env, {label}: {vector_wall / single_wall:5.1f}x wall, "
+             f"{vector_cpu / single_cpu:5.1f}x CPU")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     emit(f"peak memory (this process):       {peak:11,.0f} MiB")
 

@@ -42,17 +42,19 @@ def potential_batch(progress: np.ndarray, active: np.ndarray) -> np.ndarray:
     to right. Rows wider than one reduction block (K > 128) are grouped by their count and reduced by NumPy
     itself.
     """
+    rows, width = active.shape
     counts = active.sum(axis=1)
-    order = np.argsort(~active, axis=1, kind="stable")  # active slots first, in slot order
-    packed = np.take_along_axis(np.where(active, progress, 0.0), order, axis=1)
-    width = packed.shape[1]
+    where = np.flatnonzero(active)
+    column = (np.cumsum(active, axis=1) - 1).reshape(-1)[where]  # position among the row's active entries
+    packed = np.zeros((rows, width), dtype=np.float64)
+    packed.reshape(-1)[where // width * width + column] = progress.reshape(-1)[where]
     if width > _PAIRWISE_BLOCK:
-        phi = np.zeros(packed.shape[0], dtype=np.float64)
+        phi = np.zeros(rows, dtype=np.float64)
         for count in np.unique(counts).tolist():
             rows = counts == count
             phi[rows] = packed[rows, :count].sum(axis=1)
         return phi
-    left_to_right = np.cumsum(packed, axis=1)[:, -1] if width else np.zeros(packed.shape[0])
+    left_to_right = np.cumsum(packed, axis=1)[:, -1] if width else np.zeros(rows)
     if width < 8:
         return left_to_right
     blocks = counts // 8

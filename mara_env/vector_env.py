@@ -19,7 +19,8 @@ drop-in replacement for ``SyncVectorEnv`` over N ``MARA-v0`` envs and returns th
   (N,) arrays) with mask ``_episode_metrics`` on the steps where sub-envs terminate.
 
 Observations are the ``observation="dict"`` layout of ``MARAEnv`` with a leading N axis; every array is new
-on each call. The settings are those of ``MARAConfig``; the front-end options ``conflicts``, ``observation``
+on each call. ``copy=False`` (as ``SyncVectorEnv(copy=False)``) skips copying the largest one, ``history``
+(N·K·H_max floats): it is then the env's own buffer, overwritten by the next ``step`` or ``reset``. The settings are those of ``MARAConfig``; the front-end options ``conflicts``, ``observation``
 and ``flat_history`` must keep their defaults (the paper's rule and layout), and there is no rendering.
 """
 
@@ -64,7 +65,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
 
     def __init__(self, num_envs: int, config: MARAConfig | None = None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None, **overrides: Any):
+                 render_mode: str | None = None, copy: bool = True, **overrides: Any):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         if render_mode is not None:
@@ -80,6 +81,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         self.config = base.replace(**overrides) if overrides else base
         check_supported(self.config)
         self.num_envs = int(num_envs)
+        self.copy = bool(copy)
         self.metadata = {**self.metadata, "autoreset_mode": mode}
         single = MARAEnv(config=self.config)
         self.single_observation_space = single.observation_space
@@ -116,7 +118,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         self._start(rows, self._episode_options(options, rows))
         self._started = True
         info = self._counter_info(np.zeros(self.num_envs, dtype=np.int64), rows)
-        return self.sim.observation(), info
+        return self.sim.observation(self.copy), info
 
     def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         if seed is None:
@@ -171,7 +173,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
             rewards[restarting] = 0.0
         self._needs_reset = terminated.copy()
         truncated = np.zeros(self.num_envs, dtype=bool)
-        return self.sim.observation(), rewards, terminated, truncated, info
+        return self.sim.observation(self.copy), rewards, terminated, truncated, info
 
     def _parse_actions(self, actions: Any, restarting: np.ndarray) -> np.ndarray:
         """(N, M) int64 picks; rows of restarting sub-envs are ignored (set to idle), the rest checked."""

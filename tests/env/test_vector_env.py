@@ -117,6 +117,19 @@ def test_disabled_autoreset_resets_only_the_masked_sub_envs(bank_dir):
     envs.step(fifo_picks(obs))
 
 
+def test_copy_false_returns_the_same_values_without_copying_history(bank_dir):
+    copying = MARAVectorEnv(3, bank=str(bank_dir), **SMALL)
+    sharing = MARAVectorEnv(3, bank=str(bank_dir), copy=False, **SMALL)
+    obs, _ = copying.reset(seed=5)
+    shared, _ = sharing.reset(seed=5)
+    for _ in range(30):
+        assert_same(obs, {key: np.array(value) for key, value in shared.items()}, "copy=False")
+        buffer = shared["history"]
+        obs = copying.step(fifo_picks(obs))[0]
+        shared = sharing.step(fifo_picks(shared))[0]
+        assert shared["history"] is buffer
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"conflicts": "repair"}, "conflicts"),
     ({"observation": "flat"}, "observation"),

@@ -202,6 +202,8 @@ class BatchSimulator:
 
     def _leave(self, cell: np.ndarray, status: int) -> None:
         """Tasks in slots ``cell`` (flat indices) end with ``status``; their slots are cleared."""
+        if cell.size == 0:
+            return
         env = self._env_of_cell[cell]
         task = self.slot_task.reshape(-1)[cell]
         self.tasks["status"][env, task] = status

@@ -151,10 +151,11 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         restarting = self._needs_reset.copy()
-        if restarting.any() and self.metadata["autoreset_mode"] == AutoresetMode.DISABLED:
+        restart = bool(restarting.any())
+        if restart and self.metadata["autoreset_mode"] == AutoresetMode.DISABLED:
             raise RuntimeError(f"sub-envs {np.flatnonzero(restarting).tolist()} have terminated; reset them with "
                                f"reset(options={{'reset_mask': mask}}) before step()")
-        picks = self._parse_actions(actions, restarting)
+        picks = self._parse_actions(actions, restarting if restart else None)
         outcome = self.sim.step(picks)
         successes = outcome["successes"]
         rewards = successes.astype(np.float64)
@@ -163,11 +164,11 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         terminated = outcome["terminated"] & ~restarting
         info = {}
         for key in INFO_KEYS:
-            values = np.where(restarting, 0, outcome[key])
+            values = np.where(restarting, 0, outcome[key]) if restart else outcome[key]
             info[key], info[f"_{key}"] = values, np.ones(self.num_envs, dtype=bool)
         if terminated.any():
             info["episode_metrics"], info["_episode_metrics"] = self._metrics(terminated), terminated.copy()
-        if restarting.any():
+        if restart:
             rows = np.flatnonzero(restarting).tolist()
             self._start(rows, [{}] * len(rows))
             rewards[restarting] = 0.0
@@ -175,8 +176,9 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         truncated = np.zeros(self.num_envs, dtype=bool)
         return self.sim.observation(self.copy), rewards, terminated, truncated, info
 
-    def _parse_actions(self, actions: Any, restarting: np.ndarray) -> np.ndarray:
-        """(N, M) int64 picks; rows of restarting sub-envs are ignored (set to idle), the rest checked."""
+    def _parse_actions(self, actions: Any, restarting: np.ndarray | None) -> np.ndarray:
+        """(N, M) int64 picks; rows of restarting sub-envs (``None``: none) are ignored (set to idle), the
+        rest checked."""
         m, k = self.config.num_nodes, self.config.max_active
         array = np.asarray(actions)
         if array.shape != (self.num_envs, m):
@@ -184,7 +186,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
                              f"got {array.shape}")
         if array.dtype.kind not in "iu" and (array.dtype.kind != "f" or not np.all(np.mod(array, 1) == 0)):
             raise ValueError(f"actions must hold integers, got dtype {array.dtype}")
-        picks = np.where(restarting[:, None], 0, array).astype(np.int64)
+        picks = np.asarray(array if restarting is None else np.where(restarting[:, None], 0, array), dtype=np.int64)
         if picks.size and (picks.min() < 0 or picks.max() > k):
             bad = np.flatnonzero(((picks < 0) | (picks > k)).any(axis=1)).tolist()
             raise ValueError(f"action values must lie in [0, {k}] (0 = idle, j = slot j-1); sub-envs {bad} are out "

@@ -12,6 +12,8 @@ import argparse
 import logging
 import sys
 import time
+from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 
 import torch
@@ -31,46 +33,79 @@ SLOW_LAST = ["resnet18_fmnist", "resnet34_fmnist", "resnet18_cifar10", "resnet34
 log = logging.getLogger("curves.build_bank")
 
 
-def build(families: list[str], bank: str | Path, preset: str, data_root: str | None, device: str,
-          timings: str | None, scale: float = 1.0) -> None:
-    """Generate every chunk for every family (``scale`` shrinks the counts, for quick trial banks)."""
-    missing: set[str] = set()
-    # Two passes: every family except the slow ResNets through all chunks, then the ResNets.  A build cut
-    # short then holds complete families (and the ResNets' test curves first) rather than train splits
-    # missing everywhere.
+@dataclass(frozen=True)
+class Job:
+    """Curves ``start .. stop-1`` of one family and split; ``chunk`` numbers the calibration point it ends."""
+
+    family: str
+    split: str
+    start: int
+    stop: int
+    chunk: int
+
+
+def plan(families: list[str], scale: float = 1.0) -> list[Job]:
+    """Every curve of a build, in build order (``scale`` shrinks the counts, for quick trial banks).
+
+    Two passes: every family except the slow ResNets through all chunks, then the ResNets.  A build cut short
+    then holds complete families (and the ResNets' test curves first) rather than train splits missing
+    everywhere.
+    """
     passes = [[n for n in families if n not in SLOW_LAST], [n for n in families if n in SLOW_LAST]]
+    jobs, chunk = [], 0
     for group in passes:
         for split, start, stop in CHUNKS:
-            made_any = False
             for name in group:
-                if name in missing:
-                    continue
                 role = get_family(name).role
                 start_n, stop_n = int(start * scale), int(min(stop, COUNTS[role][split]) * scale)
-                if stop_n <= start_n:
-                    continue
-                began = time.time()
-                try:
-                    made = generate(name, split, stop_n - start_n, bank, preset, data_root, device, start_n,
-                                    progress=False, timings=timings)
-                except DataMissingError as exc:
-                    log.warning("skipping %s: %s", name, exc)
-                    missing.add(name)
-                    continue
-                if made:
-                    made_any = True
-                    log.info("%s/%s[%d:%d]: %d curve(s) in %.0f s", name, split, start_n, stop_n, made,
-                             time.time() - began)
-            if made_any:
-                rows = calibrate_bank(bank)
-                log.info("calibrated after %s[%d:%d]: %s", split, start, stop,
-                         ", ".join(f"{r['family']}={100 * r['feasibility']:.0f}%({r['curves']})" for r in rows))
-    calibrate_bank(bank)
+                if stop_n > start_n:
+                    jobs.append(Job(name, split, start_n, stop_n, chunk))
+            chunk += 1
+    return jobs
+
+
+def log_calibration(bank: str | Path, label: str) -> None:
+    """Recalibrate the bank and log each family's feasibility (called whenever a chunk has new curves)."""
+    rows = calibrate_bank(bank)
+    log.info("calibrated after %s: %s", label,
+             ", ".join(f"{r['family']}={100 * r['feasibility']:.0f}%({r['curves']})" for r in rows))
+
+
+def build(families: list[str], bank: str | Path, preset: str, data_root: str | None, device: str,
+          timings: str | None, scale: float = 1.0, length: int | None = None) -> None:
+    """Generate every chunk for every family.
+
+    ``length`` overrides curve lengths for smoke-test banks, which are then left uncalibrated: their curves
+    are shorter than the families' available times.
+    """
+    missing: set[str] = set()
+    for _, chunk in groupby(plan(families, scale), key=lambda job: job.chunk):
+        made_any = False
+        jobs = list(chunk)
+        for job in jobs:
+            if job.family in missing:
+                continue
+            began = time.time()
+            try:
+                made = generate(job.family, job.split, job.stop - job.start, bank, preset, data_root, device,
+                                job.start, progress=False, timings=timings, length=length)
+            except DataMissingError as exc:
+                log.warning("skipping %s: %s", job.family, exc)
+                missing.add(job.family)
+                continue
+            if made:
+                made_any = True
+                log.info("%s/%s[%d:%d]: %d curve(s) in %.0f s", job.family, job.split, job.start, job.stop, made,
+                         time.time() - began)
+        if made_any and length is None:
+            log_calibration(bank, f"{jobs[0].split}[{jobs[0].start}:{jobs[0].stop}]")
+    if length is None:
+        calibrate_bank(bank)
     log.info("bank complete at %s", bank)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point."""
+    """CLI entry point; with ``--ray`` a curve that failed every attempt makes the exit status 1."""
     parser = argparse.ArgumentParser(prog="python -m curves.build_bank", description=__doc__.split("\n")[0])
     parser.add_argument("--bank", default=str(DEFAULT_BANK))
     parser.add_argument("--preset", choices=PRESETS, default="cpu")
@@ -81,12 +116,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--timings", default=None, help="JSON-lines file of per-curve wall times")
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the standard counts")
+    parser.add_argument("--length", type=int, default=None, help="override the curve length (smoke tests only)")
+    ray_args = parser.add_argument_group("Ray (docs/ray.md)")
+    ray_args.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                          help="train the curves as Ray tasks: a local Ray, or the cluster at ADDRESS")
+    ray_args.add_argument("--cpus-per-curve", type=float, default=None, help="num_cpus per curve (default --threads)")
+    ray_args.add_argument("--gpus-per-curve", type=float, default=None,
+                          help="num_gpus per curve (default 1 with a cuda device, else 0; fractions pack curves)")
+    ray_args.add_argument("--family-resources", nargs="*", default=[], metavar="NAME=CPUS[:GPUS]",
+                          help="per-family resources, e.g. resnet34_cifar10=2:1")
+    ray_args.add_argument("--retries", type=int, default=2, help="resubmissions of a failed curve before it is reported")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     torch.set_num_threads(args.threads)
     families = args.families or (PAPER if args.paper_families else SHIPPED)
-    build(families, args.bank, args.preset, args.data_root, args.device, args.timings, args.scale)
-    return 0
+    if args.ray is None:
+        build(families, args.bank, args.preset, args.data_root, args.device, args.timings, args.scale, args.length)
+        return 0
+    from curves.ray_build import run_cli
+    return run_cli(args, families)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,23 @@ def regenerate(record: CurveRecord, n_batches: int | None = None, data_root: str
         torch.set_num_threads(threads)
 
 
+def recorder_for(writer: BankWriter, family: Family, split: str, index: int, recipe: Recipe, preset: str,
+                 length: int, commit: str) -> CurveRecorder:
+    """The recorder of curve ``family/split/index``: the record fields every generator path writes."""
+    return CurveRecorder(writer.root, family.name, split, index, seed=recipe.seed, data_seed=recipe.data_seed,
+                         batch_size=recipe.batch_size, lr=recipe.lr, preset=preset, source=family.dataset,
+                         length=length, commit=commit, writer=writer)
+
+
+def append_timing(timings: str | Path, family: str, split: str, index: int, batch_size: int, seconds: float,
+                  device: str) -> None:
+    """Append one JSON line with a finished curve's wall time (read by ``curves.datasheet --timings``)."""
+    entry = {"family": family, "split": split, "index": index, "batch_size": batch_size,
+             "seconds": round(seconds, 3), "device": device, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    with open(timings, "a") as handle:
+        handle.write(json.dumps(entry) + "\n")
+
+
 def generate(family_name: str, split: str, count: int, bank: str | Path = DEFAULT_BANK, preset: str = "cpu",
              data_root: str | Path | None = None, device: str = "cpu", start: int = 0, progress: bool = True,
              timings: str | Path | None = None, length: int | None = None) -> int:
@@ -67,23 +84,17 @@ def generate(family_name: str, split: str, count: int, bank: str | Path = DEFAUL
     length = length or family.length
     writer = BankWriter(bank)
     declare_keeping_rules(writer, family.spec(preset))
-    source = family.dataset
     commit = generator_commit()
     todo = [i for i in range(start, start + count) if not writer.has(family.name, split, i)]
     bar = tqdm(todo, desc=f"{family.name}/{split}", unit="curve", disable=not progress, file=sys.stderr)
     for index in bar:
         recipe = recipe_for(family, split, index)
         began = time.perf_counter()
-        with CurveRecorder(bank, family.name, split, index, seed=recipe.seed, data_seed=recipe.data_seed,
-                           batch_size=recipe.batch_size, lr=recipe.lr, preset=preset, source=source,
-                           length=length, commit=commit, writer=writer) as rec:
+        with recorder_for(writer, family, split, index, recipe, preset, length, commit) as rec:
             family.train(recipe, length, rec.log, preset, data_root, device)
         seconds = time.perf_counter() - began
         if timings is not None:
-            entry = {"family": family.name, "split": split, "index": index, "batch_size": recipe.batch_size,
-                     "seconds": round(seconds, 3), "device": device, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            with open(timings, "a") as handle:
-                handle.write(json.dumps(entry) + "\n")
+            append_timing(timings, family.name, split, index, recipe.batch_size, seconds, device)
         bar.set_postfix(s_per_curve=f"{seconds:.1f}")
     return len(todo)
 

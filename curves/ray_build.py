@@ -1,0 +1,198 @@
+"""Build a bank on a Ray cluster: ``python -m curves.build_bank --ray [ADDRESS]``.
+
+Every missing curve of the build plan (:func:`curves.build_bank.plan`) becomes one Ray task that trains the
+curve's recipe and returns its per-batch losses; the driver is the bank's only writer, so the files are the
+ones the local path writes (same manifest records, same arrays).  Each recipe asks for its own resources
+(``num_cpus`` / ``num_gpus``, per family if needed), curves the bank already holds are skipped (the build is
+resumable), and a curve whose task fails — the worker raised or died — is submitted again up to ``retries``
+times, then listed in the report's ``failed``: never silently dropped.  Calibration runs whenever a chunk of
+the plan is complete, as in the local build (not for smoke-test banks of shortened curves).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from curves.bank import BankWriter
+from curves.build_bank import Job, log_calibration, plan
+from curves.calibrate import calibrate_bank
+from curves.catalog import get_family
+from curves.data.errors import DataMissingError
+from curves.generate import append_timing, recipe_for, recorder_for, run_recipe
+from curves.recorder import declare_keeping_rules, generator_commit
+
+log = logging.getLogger("curves.ray_build")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one recipe's Ray task asks for; ``threads`` is its torch thread count (1 keeps curves reproducible)."""
+
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    threads: int = 1
+
+
+@dataclass
+class BuildReport:
+    """What a Ray build did: curves made, curves that failed every attempt (id → last error), skipped families."""
+
+    made: int = 0
+    retried: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def parse_family_resources(items: list[str]) -> dict[str, Resources]:
+    """``NAME=CPUS[:GPUS]`` command-line items → per-family resources (``ValueError`` naming a bad item)."""
+    out = {}
+    for item in items:
+        name, _, amounts = item.partition("=")
+        try:
+            cpus, _, gpus = amounts.partition(":")
+            out[name] = Resources(float(cpus), float(gpus or 0.0), max(1, int(float(cpus))))
+        except ValueError:
+            raise ValueError(f"--family-resources item {item!r} must look like NAME=CPUS or NAME=CPUS:GPUS") from None
+        get_family(name)
+    return out
+
+
+def train_curve(family: str, split: str, index: int, preset: str, data_root: str | None, device: str,
+                length: int | None, threads: int) -> tuple[np.ndarray, float]:
+    """Worker side: train curve ``family/split/index`` and return (per-batch losses, wall seconds)."""
+    torch.set_num_threads(threads)
+    spec = get_family(family)
+    began = time.perf_counter()
+    losses = run_recipe(spec, recipe_for(spec, split, index), length or spec.length, preset, data_root, device)
+    return losses, time.perf_counter() - began
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The exception a Ray task raised, unwrapped from Ray's error (or ``exc`` itself)."""
+    return getattr(exc, "cause", None) or exc
+
+
+def build_on_ray(families: list[str], bank: str | Path, preset: str = "cpu", data_root: str | None = None,
+                 device: str = "cpu", timings: str | None = None, scale: float = 1.0, length: int | None = None,
+                 resources: Resources | None = None, family_resources: Mapping[str, Resources] | None = None,
+                 retries: int = 2, progress: bool = True, train: Callable[..., Any] = train_curve) -> BuildReport:
+    """Run the build plan on the connected Ray cluster (call ``ray.init`` first); returns the report.
+
+    ``train`` is the worker function (:func:`train_curve`'s signature); tests replace it to inject faults.
+    """
+    import ray
+
+    default = resources or Resources()
+    family_resources = dict(family_resources or {})
+    remote = ray.remote(max_retries=0)(train)
+    writer = BankWriter(bank)
+    commit = generator_commit()
+    jobs = plan(families, scale)
+    for name in dict.fromkeys(job.family for job in jobs):
+        declare_keeping_rules(writer, get_family(name).spec(preset))
+    todo = [(job, index) for job in jobs for index in range(job.start, job.stop)
+            if not writer.has(job.family, job.split, index)]
+    left_in_chunk: dict[int, int] = {}
+    for job, _ in todo:
+        left_in_chunk[job.chunk] = left_in_chunk.get(job.chunk, 0) + 1
+    report = BuildReport()
+    pending: dict[Any, tuple[Job, int, int]] = {}
+
+    def submit(job: Job, index: int, attempt: int) -> None:
+        need = family_resources.get(job.family, default)
+        ref = remote.options(num_cpus=need.num_cpus, num_gpus=need.num_gpus).remote(
+            job.family, job.split, index, preset, data_root, device, length, need.threads)
+        pending[ref] = (job, index, attempt)
+
+    for job, index in todo:
+        submit(job, index, 1)
+    bar = tqdm(total=len(todo), desc="curves on ray", unit="curve", disable=not progress, file=sys.stderr)
+    while pending:
+        (ref,), _ = ray.wait(list(pending), num_returns=1)
+        job, index, attempt = pending.pop(ref)
+        cid = f"{job.family}/{job.split}/{index:03d}"
+        try:
+            losses, seconds = ray.get(ref)
+            batch_size = _store(writer, job, index, losses, preset, commit, length)
+        except DataMissingError as exc:
+            report.missing.setdefault(job.family, str(_cause(exc)))
+            _drop_family(ray, pending, job.family, left_in_chunk, bar)
+        except (ray.exceptions.RayError, FloatingPointError, ValueError) as exc:
+            if attempt <= retries:
+                report.retried += 1
+                log.warning("%s failed (attempt %d of %d), retrying: %s", cid, attempt, retries + 1,
+                            str(_cause(exc)).splitlines()[0] if str(_cause(exc)) else type(_cause(exc)).__name__)
+                submit(job, index, attempt + 1)
+                continue
+            report.failed[cid] = f"{type(_cause(exc)).__name__}: {_cause(exc)}"
+        else:
+            report.made += 1
+            if timings is not None:
+                append_timing(timings, job.family, job.split, index, batch_size, seconds, device)
+        bar.update(1)
+        left_in_chunk[job.chunk] -= 1
+        if left_in_chunk[job.chunk] == 0 and report.made and length is None:
+            log_calibration(bank, f"chunk {job.chunk}")
+    bar.close()
+    for name, why in report.missing.items():
+        log.warning("skipped %s: %s", name, why)
+    for cid, why in report.failed.items():
+        log.error("curve %s failed %d times: %s", cid, retries + 1, why)
+    if length is None:
+        calibrate_bank(bank)
+    return report
+
+
+def _store(writer: BankWriter, job: Job, index: int, losses: np.ndarray, preset: str, commit: str,
+           length: int | None) -> int:
+    """Write one finished curve with the record fields the local generator writes; returns its batch size."""
+    family = get_family(job.family)
+    recipe = recipe_for(family, job.split, index)
+    with recorder_for(writer, family, job.split, index, recipe, preset, length or family.length, commit) as rec:
+        for value in np.asarray(losses).tolist():
+            rec.log(value)
+    return recipe.batch_size
+
+
+def _drop_family(ray: Any, pending: dict[Any, tuple[Job, int, int]], family: str, left_in_chunk: dict[int, int],
+                 bar: tqdm) -> None:
+    """A family's data is missing: cancel its other curves (the local build skips such families too)."""
+    for ref in [ref for ref, (job, _, _) in pending.items() if job.family == family]:
+        job, _, _ = pending.pop(ref)
+        ray.cancel(ref)
+        left_in_chunk[job.chunk] -= 1
+        bar.update(1)
+
+
+def run_cli(args: Any, families: list[str]) -> int:
+    """``build_bank --ray``: connect (local Ray unless an address is given), build, report, disconnect."""
+    import ray
+
+    try:
+        family_resources = parse_family_resources(args.family_resources)
+    except (ValueError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    gpus = args.gpus_per_curve if args.gpus_per_curve is not None else float(args.device.startswith("cuda"))
+    cpus = args.cpus_per_curve if args.cpus_per_curve is not None else float(args.threads)
+    ray.init(address=None if args.ray == "local" else args.ray, include_dashboard=False)
+    try:
+        report = build_on_ray(families, args.bank, args.preset, args.data_root, args.device, args.timings, args.scale,
+                              args.length, Resources(cpus, gpus, args.threads), family_resources, args.retries)
+    finally:
+        ray.shutdown()
+    print(f"{report.made} new curve(s) in {args.bank}; {report.retried} resubmission(s); "
+          f"{len(report.failed)} failed; {len(report.missing)} family(ies) skipped for missing data")
+    for cid, why in report.failed.items():
+        print(f"FAILED {cid}: {why}")
+    return 1 if report.failed else 0

@@ -1,0 +1,183 @@
+"""Run a registered policy on real training jobs: ``python -m mara_agents.live --policy fifo --nodes 4``.
+
+The live backend (:mod:`mara_env.live`) runs every task as a real training run of a ``curves`` family recipe
+on a Ray cluster (a local Ray unless ``--address``), one optimisation batch per node and step.  The command
+plays one episode with a progress bar, prints a table — tasks, successes, expiries, node utilisation and the
+per-step latency split into policy time, dispatch overhead and batch compute — writes the recorded curve
+bank and the episode log, and replays the decisions in the simulator to check that they give the same
+successes and expiries.  ``--bench`` measures dispatch overhead against batch compute for several M.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from mara_agents import POLICIES, Policy, make_policy
+from mara_env.config import MARAConfig
+from mara_env.live import LiveEpisode, LiveMARAEnv, LiveSettings, LiveTask, replay_mismatches
+from mara_env.live.runner import connect
+
+OUTCOMES = ("succeeded", "expired", "running", "queued", "not arrived")
+
+
+def play_episode(env: LiveMARAEnv, policy: Policy, seed: int, episode: LiveEpisode | None = None,
+                 progress: bool = True) -> list[dict[str, float]]:
+    """Play one live episode; returns per step the policy time and the env's dispatch timings (seconds)."""
+    policy.reset()
+    observation, _ = env.reset(seed=seed, options={"episode": episode} if episode else None)
+    limit = env.settings.max_steps
+    bar = tqdm(total=limit, desc="live steps", unit="step", disable=not progress, file=sys.stderr)
+    steps, successes, expiries, done = [], 0, 0, False
+    while not done:
+        began = time.perf_counter()
+        action = policy.act(observation)
+        policy_s = time.perf_counter() - began
+        observation, _, terminated, truncated, info = env.step(action)
+        done = terminated or truncated
+        successes, expiries = successes + info["successes"], expiries + info["expirations"]
+        steps.append({"policy_s": policy_s, **{k: v for k, v in info["live"].items() if k != "failed"}})
+        bar.update(1)
+        bar.set_postfix(succeeded=successes, expired=expiries, step_ms=f"{1e3 * (policy_s + steps[-1]['dispatch_s']):.0f}")
+    bar.close()
+    return steps
+
+
+def latency_rows(steps: Sequence[dict[str, float]]) -> list[tuple[str, np.ndarray]]:
+    """Per-step latency parts in ms: policy, dispatch overhead (dispatch wall minus the slowest batch's
+    compute), batch compute (the slowest batch of the step: the critical path when each node has its own
+    core) and the whole step."""
+    policy = np.array([s["policy_s"] for s in steps]) * 1e3
+    wall = np.array([s["dispatch_s"] for s in steps]) * 1e3
+    compute = np.array([s["compute_max_s"] for s in steps]) * 1e3
+    return [("policy", policy), ("dispatch overhead", wall - compute), ("batch compute (slowest batch)", compute),
+            ("step total", policy + wall)]
+
+
+def summary_table(env: LiveMARAEnv, steps: Sequence[dict[str, float]], mismatches: list[str] | None) -> str:
+    """The live table printed after an episode."""
+    outcomes = env.outcomes()
+    metrics = env.sim.metrics()
+    lines = [f"{'tasks':<34}{len(outcomes):>8}"]
+    for name in OUTCOMES:
+        count = outcomes.count(name)
+        if count or name in ("succeeded", "expired"):
+            lines.append(f"{name:<34}{count:>8}")
+    lines.append(f"{'  of them: recipes failed':<34}{len(env.failed_tasks):>8}" if env.failed_tasks else "")
+    lines.append(f"{'node utilisation':<34}{100 * metrics['utilisation']:>7.1f}%")
+    lines.append(f"{'batches run':<34}{sum(len(b) for b in env.sim.per_batch):>8}")
+    lines.append(f"{'batch retries':<34}{int(sum(s['retries'] for s in steps)):>8}")
+    lines.append(f"\n{'per-step latency (ms)':<34}{'mean':>8}{'p50':>8}{'p95':>8}{'max':>8}")
+    for label, values in latency_rows(steps):
+        lines.append(f"{'  ' + label:<34}{values.mean():>8.2f}{np.median(values):>8.2f}"
+                     f"{np.percentile(values, 95):>8.2f}{values.max():>8.2f}")
+    for task, why in env.failed_tasks.items():
+        lines.append(f"FAILED task {task} ({env.sim.live_episode.tasks[task].family}): {why}")
+    if mismatches is not None:
+        verdict = "identical successes and expiries" if not mismatches else f"{len(mismatches)} mismatch(es)"
+        lines.append(f"\nreplay in the simulator: {verdict}")
+        lines.extend(f"  {line}" for line in mismatches[:10])
+    return "\n".join(line for line in lines if line != "")
+
+
+def bench_episode(num_nodes: int, family: str, steps: int) -> LiveEpisode:
+    """M tasks at t = 0 that can never succeed (ε tiny) and outlive the run, so every node is busy every step."""
+    return LiveEpisode(tuple(LiveTask(0, family, 100 + k, 200 + k, 32, 1e-3, 1e-9, steps + 5)
+                             for k in range(num_nodes)))
+
+
+def bench(nodes: Sequence[int], family: str, steps: int, address: str | None, device: str) -> str:
+    """Dispatch overhead against batch compute for each M (steps after the first, which warms workers up)."""
+    connect(address, None if address else max(nodes))
+    header = (f"{'M':>3}{'step wall':>11}{'slowest batch':>15}{'sum of batches':>16}{'overhead':>10}"
+              f"{'overhead/batch':>16}{'policy':>8}   (ms per step, mean over {steps - 1} steps; {family})")
+    rows = [header]
+    for m in nodes:
+        env = LiveMARAEnv(MARAConfig(num_nodes=m, max_active=m, arrival_window=1),
+                          LiveSettings(families=(family,), max_steps=steps, device=device, address=address))
+        try:
+            timings = play_episode(env, make_policy("fifo"), 0, bench_episode(m, family, steps), progress=False)[1:]
+        finally:
+            env.close()
+        wall = 1e3 * np.mean([s["dispatch_s"] for s in timings])
+        slowest = 1e3 * np.mean([s["compute_max_s"] for s in timings])
+        total = 1e3 * np.mean([s["compute_sum_s"] for s in timings])
+        policy = 1e3 * np.mean([s["policy_s"] for s in timings])
+        rows.append(f"{m:>3}{wall:>11.2f}{slowest:>15.2f}{total:>16.2f}{wall - slowest:>10.2f}"
+                    f"{(wall - slowest) / m:>16.2f}{policy:>8.3f}")
+    return "\n".join(rows)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m mara_agents.live", description=__doc__.split("\n")[0])
+    parser.add_argument("--policy", default="fifo", help=f"registered policy: {', '.join(sorted(POLICIES))}")
+    parser.add_argument("--nodes", type=int, default=4, help="M, nodes (one Ray CPU each, or one GPU with cuda)")
+    parser.add_argument("--families", nargs="+", default=["cnn_fmnist"], help="families tasks are drawn from")
+    parser.add_argument("--steps", type=int, default=200, help="steps to run (the episode is cut there)")
+    parser.add_argument("--window", type=int, default=None, help="arrival window T (default: --steps)")
+    parser.add_argument("--max-active", type=int, default=10, help="K, task slots")
+    parser.add_argument("--arrival-prob", type=float, default=0.04, help="p, arrival probability per step")
+    parser.add_argument("--seed", type=int, default=0, help="episode draw seed")
+    parser.add_argument("--preset", choices=("cpu", "paper"), default="cpu", help="model sizes")
+    parser.add_argument("--device", default="cpu", help="torch device of the workers, e.g. cuda")
+    parser.add_argument("--data-root", default=None, help="folder with the paper's data")
+    parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
+    parser.add_argument("--node-cpus", type=float, default=1.0, help="logical CPUs per node (below 1 packs nodes)")
+    parser.add_argument("--attempts", type=int, default=3, help="tries per batch before a task's recipe fails")
+    parser.add_argument("--out", default=None, help="folder for the bank and episode log (default runs/live/...)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--bench", action="store_true", help="measure dispatch overhead vs batch compute per M")
+    parser.add_argument("--bench-nodes", type=int, nargs="+", default=[1, 2, 4, 8], help="M values of --bench")
+    parser.add_argument("--bench-steps", type=int, default=30, help="steps per M in --bench")
+    return parser
+
+
+def run(args: argparse.Namespace) -> str:
+    """Play the episode the arguments describe, save it, replay it; returns the table."""
+    config = MARAConfig(num_nodes=args.nodes, max_active=args.max_active, arrival_prob=args.arrival_prob,
+                        arrival_window=args.window or args.steps, max_nodes=max(16, args.nodes))
+    settings = LiveSettings(families=tuple(args.families), preset=args.preset, device=args.device,
+                            data_root=args.data_root, max_steps=args.steps, attempts=args.attempts,
+                            address=args.address, node_cpus=args.node_cpus)
+    policy = make_policy(args.policy)
+    env = LiveMARAEnv(config, settings)
+    try:
+        steps = play_episode(env, policy, args.seed, progress=not args.no_progress)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        out = Path(args.out or f"runs/live/{args.policy}-m{args.nodes}-seed{args.seed}-{stamp}")
+        env.save(out, policy=args.policy, policy_s=[s["policy_s"] for s in steps])
+    finally:
+        env.close()
+    head = (f"live episode: policy {args.policy}, {args.nodes} nodes, families {' '.join(args.families)}, "
+            f"{len(steps)} steps, seed {args.seed}\n")
+    return head + summary_table(env, steps, replay_mismatches(out)) + f"\nwrote {out}/bank and {out}/episode.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point: bad arguments or an unusable setting print one line and exit with status 2."""
+    args = _parser().parse_args(argv)
+    import ray
+
+    try:
+        if args.bench:
+            print(bench(args.bench_nodes, args.families[0], args.bench_steps, args.address, args.device))
+        else:
+            print(run(args))
+    except (ValueError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

@@ -1,0 +1,205 @@
+"""``LiveMARAEnv``: MARA-v0's contract over real training jobs run on Ray."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from curves.bank import DEFAULT_BANK, FamilySpec
+from mara_env.actions import repair_picks, standing_picks
+from mara_env.config import MARAConfig
+from mara_env.engine import cached_bank, parse_picks
+from mara_env.gym_env import observation_spaces
+from mara_env.live.record import STATUS_NAMES, EpisodeLog, save_episode
+from mara_env.live.runner import BatchRunner, connect
+from mara_env.live.simulator import LiveSimulator
+from mara_env.live.tasks import LiveEpisode, draw_live_episode
+from mara_env.shaping import shaped_reward
+from mara_env.simulator import SUCCEEDED
+
+
+@dataclass(frozen=True)
+class LiveSettings:
+    """What the live backend adds to :class:`~mara_env.config.MARAConfig`."""
+
+    families: tuple[str, ...] = ("cnn_fmnist",)
+    """Families random episodes draw tasks from (uniformly); each must use the shared classifier trainer."""
+    preset: str = "cpu"
+    """Model sizes: ``cpu`` (the shipped bank's) or ``paper``."""
+    device: str = "cpu"
+    """Torch device of the workers; ``cuda`` makes each node one GPU (and one CPU)."""
+    data_root: str | None = None
+    """Folder with the paper's data (``curves`` data sources)."""
+    reference_bank: str | None = None
+    """Bank whose calibrated ε and B rules random episodes use and whose H_max is the history width;
+    ``None`` is the shipped bank."""
+    max_steps: int | None = None
+    """Truncate the episode after this many steps (``None``: run until every task has left)."""
+    node_cpus: float = 1.0
+    """Logical CPUs each node's actor holds (below 1 packs several nodes onto one core, e.g. for tests)."""
+    attempts: int = 3
+    """Tries per batch before a task's recipe counts as failed (the task then expires)."""
+    address: str | None = None
+    """Ray cluster address; ``None`` starts a local Ray (with max(M, CPU count) logical CPUs) if none runs."""
+
+    def __post_init__(self) -> None:
+        if not self.families:
+            raise ValueError("families must name at least one family")
+        if self.max_steps is not None and (isinstance(self.max_steps, bool) or self.max_steps < 1):
+            raise ValueError(f"max_steps must be a positive integer or None, got {self.max_steps!r}")
+        if not self.node_cpus > 0:
+            raise ValueError(f"node_cpus must be positive, got {self.node_cpus!r}")
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be at least 1, got {self.attempts!r}")
+
+
+class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
+    """MARA-v0 where every task is a real training run and every node a Ray resource unit.
+
+    ## Description
+    Same dynamics as ``MARA-v0`` (see :class:`mara_env.gym_env.MARAEnv`): tasks arrive, wait in the FIFO
+    queue, occupy one of K slots, and succeed when their cumulative-average training loss reaches ε or expire
+    at their deadline. Here a task is a training job of a ``curves`` family recipe (model, data, Adam, batch
+    size, learning rate), and serving it runs one real optimisation batch on a Ray worker; the loss streams
+    into the observation. Between batches the task's state lives in Ray's object store, so any node can run
+    any task's next batch.
+
+    ## Action Space, Observation Space, Rewards
+    Identical to ``MARA-v0`` with ``observation="dict"``: ``MultiDiscrete([K + 1] * M)`` actions, the same
+    Dict observation (history width = the reference bank's H_max), the same shaped or sparse reward. Every
+    registered policy drives it unchanged.
+
+    ## Episode End
+    Terminates as ``MARA-v0`` does; with ``max_steps`` also truncates after that many steps (tasks still in
+    the system are reported as ``running`` / ``queued``). ``info["live"]`` carries the step's dispatch wall
+    time, batch compute (slowest batch and sum), retries and failed tasks.
+
+    ## Faults
+    A batch whose worker raised or died is rerun from the task's last state, up to ``attempts`` times; a
+    task whose batches keep failing expires at the end of that step (its node idles) and is listed in
+    ``failed_tasks``.
+
+    ## Recording
+    After an episode, :meth:`save` writes the tasks' per-batch losses as a curve bank and the episode log;
+    :func:`mara_env.live.replay` replays the decisions in the simulator to the same successes and expiries.
+
+    ## Arguments
+    ``LiveMARAEnv(config=MARAConfig(num_nodes=..., max_active=..., arrival_prob=..., arrival_window=...),
+    settings=LiveSettings(families=..., ...))``; ``reset(options={"episode": LiveEpisode(...)})`` plays given
+    tasks instead of drawing them. ``batch_function`` replaces the worker's batch function (fault tests).
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, config: MARAConfig | None = None, settings: LiveSettings | None = None,
+                 batch_function: Callable[..., Any] | None = None):
+        self.config = config or MARAConfig()
+        self.settings = settings or LiveSettings()
+        if self.config.observation != "dict":
+            raise ValueError(f"the live env offers observation='dict' only, got {self.config.observation!r}")
+        m, k = self.config.num_nodes, self.config.max_active
+        local_cpus = max(int(np.ceil(m * self.settings.node_cpus)), os.cpu_count() or 1)
+        connect(self.settings.address, None if self.settings.address else local_cpus)
+        self.runner = BatchRunner(m, self.settings.families, self.settings.device, self.settings.preset,
+                                  self.settings.data_root, self.settings.attempts, batch_function,
+                                  self.settings.node_cpus)
+        self.facts = self.runner.facts
+        not_live = sorted(name for name, fact in self.facts.items() if not fact["live"])
+        if not_live:
+            self.runner.close()
+            raise ValueError(f"families {not_live} have their own training loop and cannot run live")
+        reference = cached_bank(str(self.settings.reference_bank or DEFAULT_BANK))
+        self.specs: dict[str, FamilySpec] = {name: reference.families.get(name, facts["spec"])
+                                             for name, facts in self.facts.items()}
+        self.sim = LiveSimulator(self.config, reference.max_length)
+        self.action_space = spaces.MultiDiscrete([k + 1] * m)
+        self.observation_space = spaces.Dict({"action_mask": spaces.Box(0, 1, (m, k + 1), np.int8),
+                                              **observation_spaces(k, self.sim.history_width)})
+        self.log: EpisodeLog | None = None
+        self.ended = False
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        episode = (options or {}).get("episode")
+        if episode is None:
+            cfg = self.config
+            sizes = {name: fact["batch_sizes"] for name, fact in self.facts.items()}
+            episode = draw_live_episode(self.settings.families, self.specs, sizes, self.np_random, cfg.arrival_prob,
+                                        cfg.arrival_window, self.settings.preset)
+        unknown = sorted({task.family for task in episode.tasks} - set(self.specs))
+        if unknown:
+            raise ValueError(f"episode uses families {unknown} outside settings.families {self.settings.families}")
+        self.runner.states.clear()
+        self.sim.load_live(episode, self.specs)
+        self.log = EpisodeLog(self.config, episode, self.sim.history_width, self.specs)
+        self.ended = False
+        return self.sim.observation(), {"successes": 0, "expirations": 0, "conflicts": 0}
+
+    def step(self, action: Any):
+        if self.log is None or self.ended:
+            raise RuntimeError("call reset() before step()" if self.log is None else
+                               "the episode has ended; call reset() before step() again")
+        sim, cfg = self.sim, self.config
+        requested = np.asarray(parse_picks(action, cfg.num_nodes, cfg.max_active), dtype=np.int64)
+        occupied = sim.slot_task >= 0
+        picks = repair_picks(requested, occupied) if cfg.conflicts == "repair" else requested.copy()
+        nodes = np.flatnonzero(standing_picks(picks, occupied)).tolist()
+        served = {node: int(sim.slot_task[picks[node] - 1]) for node in nodes}
+        batches = self.runner.run([(node, task, sim.live_episode.tasks[task]) for node, task in served.items()])
+        for task, loss in batches.losses.items():
+            sim.reveal(task, loss)
+        for node, task in served.items():
+            if task in batches.failed:
+                picks[node] = 0
+                sim.fail(task)
+        t, status = sim.t, sim.status.copy()
+        outcome = sim.step(picks.tolist())
+        for task in np.flatnonzero((sim.status != status) & (sim.status >= SUCCEEDED)).tolist():
+            self.runner.forget(task)
+        reward = float(outcome.successes)
+        if cfg.reward == "shaped":
+            reward = shaped_reward(reward, outcome.potential_before, outcome.potential_after, cfg.shaping_beta)
+        self.log.failed.update(batches.failed)
+        timing = {"dispatch_s": batches.wall_s, "compute_max_s": batches.compute_max_s,
+                  "compute_sum_s": batches.compute_sum_s, "retries": batches.retries}
+        self.log.steps.append({"t": t, "picks": picks.tolist(), "served": sorted(batches.losses),
+                               "losses": {str(k): v for k, v in sorted(batches.losses.items())},
+                               "failed": sorted(batches.failed), "successes": outcome.successes,
+                               "expirations": outcome.expirations, "conflicts": outcome.conflicts, **timing})
+        info: dict[str, Any] = {"successes": outcome.successes, "expirations": outcome.expirations,
+                                "conflicts": outcome.conflicts, "live": {**timing, "failed": sorted(batches.failed)}}
+        if cfg.conflicts == "repair":
+            info["repaired"] = int(np.count_nonzero(picks != requested))
+        limit = self.settings.max_steps
+        truncated = not outcome.terminated and limit is not None and len(self.log.steps) >= limit
+        self.ended = outcome.terminated or truncated
+        if self.ended:
+            info["episode_metrics"] = sim.metrics()
+        return sim.observation(), reward, outcome.terminated, truncated, info
+
+    @property
+    def failed_tasks(self) -> dict[int, str]:
+        """Tasks of this episode whose recipe failed every attempt, with the last error."""
+        return dict(self.log.failed) if self.log else {}
+
+    def outcomes(self) -> list[str]:
+        """Per task: ``succeeded``, ``expired``, ``running``, ``queued`` or ``not arrived``."""
+        return [STATUS_NAMES[int(s)] for s in self.sim.status]
+
+    def save(self, folder: str | Path, **extra: Any) -> Path:
+        """Write this episode's curve bank and log into ``folder`` (``extra`` goes into the log as is)."""
+        if self.log is None:
+            raise RuntimeError("call reset() and play an episode before save()")
+        self.log.extra.update(extra)
+        sources = {name: fact["source"] for name, fact in self.facts.items()}
+        return save_episode(folder, self.log, self.sim.per_batch, self.outcomes(), self.sim.metrics(), sources)
+
+    def close(self) -> None:
+        self.runner.close()

@@ -1,0 +1,81 @@
+"""The simulator's bookkeeping with a curve source that fills as real batches run.
+
+:class:`LiveSimulator` is the MARA-v0 :class:`~mara_env.simulator.Simulator` — same slots, queue, deadlines,
+successes, expiries, potential and features — loaded with a placeholder bank whose curves are unknown
+(NaN) until revealed.  Before each step the live environment reveals the losses of the batches it just ran
+(:meth:`reveal`); the parent's step then reads exactly those entries, and nothing a live run has not produced
+is ever observed (a NaN in an observation would show it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from curves.bank import CurveBank, CurveRecord, FamilySpec, cumulative_average
+from mara_env.config import MARAConfig
+from mara_env.features import TASK_FEATURE_INDEX as _F
+from mara_env.live.tasks import LIVE_SPLIT, LiveEpisode
+from mara_env.shaping import log_progress
+from mara_env.simulator import Simulator
+
+_TINY = 1e-12  # the simulator's floor under a loss before taking its logarithm
+_REVEALED = ("current_loss", "initial_loss", "log_loss_ratio")
+
+
+def episode_bank(episode: LiveEpisode, per_batch: list[np.ndarray], width: int, specs: dict[str, FamilySpec],
+                 root: str = "<live>") -> CurveBank:
+    """An in-memory bank with one curve per task, each ``width`` batches long: ``per_batch[k]`` followed by
+    its last value (1.0 for a task that never ran).  Padding only fills the simulator's tables; with the
+    live run's decisions no task ever reaches a padded batch."""
+    records, arrays = {}, {}
+    for k, task in enumerate(episode.tasks):
+        losses = np.asarray(per_batch[k], dtype=np.float32)[:width]
+        padded = np.full(width, losses[-1] if losses.size else 1.0, dtype=np.float32)
+        padded[:losses.size] = losses
+        record = CurveRecord(task.family, LIVE_SPLIT, k, task.seed, task.data_seed, task.batch_size, task.lr,
+                             episode.preset, "live", width)
+        records[record.id] = record
+        arrays[record.id] = padded
+    families = {name: specs[name] for name in {task.family for task in episode.tasks}}
+    return CurveBank(root=Path(root), families=families, records=records, per_batch=arrays)
+
+
+class LiveSimulator(Simulator):
+    """A simulator whose tasks' losses are revealed batch by batch (observation width ``history_width``)."""
+
+    def __init__(self, config: MARAConfig, history_width: int):
+        super().__init__(config, CurveBank(Path("<live>"), {}, {}, {}))
+        self.history_width = history_width
+
+    def load_live(self, episode: LiveEpisode, specs: dict[str, FamilySpec]) -> None:
+        """Start ``episode`` with every loss unknown."""
+        self.live_episode = episode
+        self.per_batch: list[list[float]] = [[] for _ in episode.tasks]
+        self.bank = episode_bank(episode, [np.empty(0)] * len(episode), self.history_width, specs)
+        self.load(episode.episode())
+        self.loss_table[:, 1:] = np.nan
+        self.progress_table[:, 1:] = np.nan
+        for name in _REVEALED:
+            self.feature_table[:, 1:, _F[name]] = np.nan
+
+    def reveal(self, task: int, loss: float) -> None:
+        """Record the loss of the batch task ``task`` just ran; its next cumulative-average loss L(s) and every
+        table entry derived from it become known, computed as :meth:`Simulator.load` computes them."""
+        self.per_batch[task].append(float(np.float32(loss)))
+        s = len(self.per_batch[task])
+        self.loss_table[task, s] = cumulative_average(np.asarray(self.per_batch[task], dtype=np.float32))[-1]
+        loss_row = self.loss_table[task:task + 1]
+        first, eps = loss_row[:, 1:2], self.eps[task:task + 1, None]
+        seen = np.arange(self.history_width + 1)[None, :] > 0
+        self.progress_table[task:task + 1] = np.where(seen, log_progress(first, loss_row, eps), 0.0)
+        row = self.feature_table[task:task + 1]
+        row[..., _F["current_loss"]] = loss_row
+        row[..., _F["initial_loss"]] = np.where(seen, first, 0.0)
+        row[..., _F["log_loss_ratio"]] = np.where(seen, np.log(np.maximum(loss_row, _TINY) / eps), 0.0)
+
+    def fail(self, task: int) -> None:
+        """Task ``task``'s recipe failed for good: it expires at the end of this step, like a missed deadline."""
+        self.deadline[task] = self.t + 1
+        self.slot_deadline[self.slot_task == task] = self.t + 1

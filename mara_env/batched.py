@@ -65,6 +65,7 @@ class BatchSimulator:
         self.num_tasks = np.zeros(n, dtype=np.int64)
         self.totals = {name: np.zeros(n, dtype=np.int64) for name in _TOTALS}
         self.phi = np.zeros(n, dtype=np.float64)
+        self.queue_length = np.zeros(n, dtype=np.int64)
         self.episodes: list[Episode | None] = [None] * n
         self.tasks: dict[str, np.ndarray] = {}
         self._grow(1)
@@ -116,8 +117,7 @@ class BatchSimulator:
         self.t[index] = 0
         for total in self.totals.values():
             total[index] = 0
-        self._arrive()
-        self._admit()
+        self._admit(self._arrive())
         self.phi[index] = potential_batch(self.slot_progress[index], self.slot_task[index] >= 0)
 
     # ------------------------------------------------------------------ dynamics
@@ -130,7 +130,6 @@ class BatchSimulator:
         """
         occupied = self.slot_task >= 0
         active = occupied.sum(axis=1)
-        queued = (self.tasks["status"] == QUEUED).sum(axis=1)
         chose = picks > 0
         hit = chose & occupied.reshape(-1)[self._row_start + np.maximum(picks - 1, 0)]
         first = np.full(self.num_envs * (self.num_slots + 1), self.num_nodes, dtype=np.int64)
@@ -142,7 +141,7 @@ class BatchSimulator:
         conflicts = (chose & ~serves).sum(axis=1)
         totals = self.totals
         totals["queue_full"] += active == self.num_slots
-        totals["waiting"] += active + queued - served
+        totals["waiting"] += active + self.queue_length - served
         totals["busy"] += served
         totals["steps"] += 1
         totals["conflicts"] += conflicts
@@ -152,8 +151,7 @@ class BatchSimulator:
         successes = self._execute(env * self.num_slots + picks.reshape(-1)[served_at] - 1)
         expirations = self._expire()
         self.t += 1
-        self._arrive()
-        self._admit()
+        self._admit(self._arrive())
         phi_before = self.phi
         self.phi = potential_batch(self.slot_progress, self.slot_task >= 0)
         return {"successes": successes, "expirations": expirations, "conflicts": conflicts,
@@ -192,11 +190,13 @@ class BatchSimulator:
         limit = self.t + 1
         late = self.slot_deadline <= limit[:, None]
         self._leave(np.flatnonzero(late), EXPIRED)
+        counts = late.sum(axis=1)
         status = self.tasks["status"]
         waited_out = (status == QUEUED) & (self.tasks["deadline"] <= limit[:, None])
-        status[waited_out] = EXPIRED
-        self.tasks["left_at"][waited_out] = np.broadcast_to(limit[:, None], waited_out.shape)[waited_out]
-        counts = late.sum(axis=1) + waited_out.sum(axis=1)
+        if waited_out.any():
+            status[waited_out] = EXPIRED
+            self.tasks["left_at"][waited_out] = np.broadcast_to(limit[:, None], waited_out.shape)[waited_out]
+            counts += waited_out.sum(axis=1)
         self.totals["expirations"] += counts
         return counts
 
@@ -216,16 +216,20 @@ class BatchSimulator:
         self.features.reshape(-1, NUM_TASK_FEATURES)[cell] = 0.0
         self.history.reshape(-1, self.history_width)[cell] = 0.0
 
-    def _arrive(self) -> None:
-        """Phase 5: tasks whose arrival step has come join the queue (the queue is in task order)."""
+    def _arrive(self) -> np.ndarray:
+        """Phase 5: tasks whose arrival step has come join the queue (the queue is in task order).
+
+        Returns the (N, C) mask of queued tasks.
+        """
         status = self.tasks["status"]
         status[(status == FUTURE) & (self.tasks["arrival"] <= self.t[:, None])] = QUEUED
+        return status == QUEUED
 
-    def _admit(self) -> None:
-        """Phase 6: fill free slots from the queue head, lowest slot index first."""
+    def _admit(self, queued: np.ndarray) -> None:
+        """Phase 6: fill free slots from the queue head, lowest slot index first; sets ``queue_length``."""
         free = self.slot_task < 0
-        queued = self.tasks["status"] == QUEUED
-        rows = np.flatnonzero(free.any(axis=1) & queued.any(axis=1))
+        self.queue_length = queued.sum(axis=1)
+        rows = np.flatnonzero(free.any(axis=1) & (self.queue_length > 0))
         if rows.size == 0:
             return
         free, queued = free[rows], queued[rows]
@@ -234,6 +238,7 @@ class BatchSimulator:
         free_slots = np.argsort(~free, axis=1, kind="stable")  # free slots first, in slot order
         pair, task = np.nonzero(admitted)
         env = rows[pair]
+        self.queue_length -= np.bincount(env, minlength=self.num_envs)
         cell = env * self.num_slots + free_slots[pair, rank[pair, task] - 1]
         entry = env * self.tasks["status"].shape[1] + task  # flat index into the (N, C) task arrays
         budget, curve, eps = (self.tasks[name].reshape(-1)[entry] for name in ("budget", "curve", "eps"))
@@ -250,8 +255,10 @@ class BatchSimulator:
     # ------------------------------------------------------------------ views
     def terminated(self) -> np.ndarray:
         """(N,) bool: past the arrival window with every task arrived and ended."""
-        ended = (self.tasks["status"] >= SUCCEEDED).all(axis=1)
-        return (self.t >= self.config.arrival_window) & ended
+        due = self.t >= self.config.arrival_window
+        if not due.any():
+            return due
+        return due & (self.tasks["status"] >= SUCCEEDED).all(axis=1)
 
     def observation(self, copy: bool = True) -> dict[str, np.ndarray]:
         """The batched Gymnasium observation: each entry stacks the single env's along a leading N axis.
@@ -267,11 +274,10 @@ class BatchSimulator:
         tasks = self.features.copy()
         left = (self.slot_deadline - self.t[:, None]) / np.maximum(self.slot_budget, 1)
         tasks[:, :, _F["remaining_time"]] = np.where(occupied, left, 0.0)
-        queued = (self.tasks["status"] == QUEUED).sum(axis=1)
         glob = np.empty((self.num_envs, NUM_GLOBAL_FEATURES), dtype=np.float32)
         glob[:, 0] = cfg.num_nodes / cfg.max_nodes
         glob[:, 1] = occupied.sum(axis=1) / self.num_slots
-        glob[:, 2] = queued / self.num_slots
+        glob[:, 2] = self.queue_length / self.num_slots
         glob[:, 3] = self.t / cfg.arrival_window
         return {"action_mask": mask, "tasks": tasks, "history": self.history.copy() if copy else self.history,
                 "history_len": self.slot_batches.copy(), "budget": self.slot_budget.astype(np.float32),

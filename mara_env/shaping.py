@@ -35,28 +35,36 @@ def potential(active_progress: np.ndarray) -> float:
 def potential_batch(progress: np.ndarray, active: np.ndarray) -> np.ndarray:
     """Φ_t for a batch of episodes: ``progress`` and ``active`` are (N, K) per-slot arrays.
 
-    Each row's result equals :func:`potential` of that row's active entries in slot order, bit for bit. The
-    active entries are packed to the front of each row (zeros behind them add exactly) and summed in the
-    order NumPy's pairwise reduction uses for a vector of that length: left to right below 8 terms; above,
+    Each row's result equals :func:`potential` of that row's active entries in slot order, bit for bit:
+    the terms are added in the order NumPy's pairwise reduction uses for a vector of that length. Below 8
+    terms that is left to right, which a running sum over the whole row reproduces (inactive slots add an
+    exact 0). From 8 terms on, the row's active entries are packed to the front and summed as NumPy does:
     eight interleaved partial sums over whole blocks of 8, combined as a tree, then the remaining terms left
     to right. Rows wider than one reduction block (K > 128) are grouped by their count and reduced by NumPy
     itself.
     """
-    rows, width = active.shape
+    masked = np.where(active, progress, 0.0)
+    phi = np.cumsum(masked, axis=1)[:, -1] if active.shape[1] else np.zeros(active.shape[0])
     counts = active.sum(axis=1)
+    long_rows = np.flatnonzero(counts >= 8)
+    if long_rows.size:
+        phi[long_rows] = _packed_pairwise_sum(masked[long_rows], active[long_rows], counts[long_rows])
+    return phi
+
+
+def _packed_pairwise_sum(masked: np.ndarray, active: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """NumPy's sum of each row's active entries (at least 8 of them), see :func:`potential_batch`."""
+    rows, width = active.shape
     where = np.flatnonzero(active)
     column = (np.cumsum(active, axis=1) - 1).reshape(-1)[where]  # position among the row's active entries
     packed = np.zeros((rows, width), dtype=np.float64)
-    packed.reshape(-1)[where // width * width + column] = progress.reshape(-1)[where]
+    packed.reshape(-1)[where // width * width + column] = masked.reshape(-1)[where]
     if width > _PAIRWISE_BLOCK:
-        phi = np.zeros(rows, dtype=np.float64)
+        total = np.zeros(rows, dtype=np.float64)
         for count in np.unique(counts).tolist():
-            rows = counts == count
-            phi[rows] = packed[rows, :count].sum(axis=1)
-        return phi
-    left_to_right = np.cumsum(packed, axis=1)[:, -1] if width else np.zeros(rows)
-    if width < 8:
-        return left_to_right
+            same = counts == count
+            total[same] = packed[same, :count].sum(axis=1)
+        return total
     blocks = counts // 8
     partial = packed[:, :8].copy()
     for block in range(1, width // 8):
@@ -65,7 +73,7 @@ def potential_batch(progress: np.ndarray, active: np.ndarray) -> np.ndarray:
     total = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))
     for column in range(8, width):
         total = total + np.where(column >= 8 * blocks, packed[:, column], 0.0)
-    return np.where(counts < 8, left_to_right, total)
+    return total
 
 
 def shaped_reward(successes: np.ndarray | int, phi_before: np.ndarray | float, phi_after: np.ndarray | float,

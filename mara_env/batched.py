@@ -66,7 +66,6 @@ class BatchSimulator:
         self.totals = {name: np.zeros(n, dtype=np.int64) for name in _TOTALS}
         self.phi = np.zeros(n, dtype=np.float64)
         self.queue_length = np.zeros(n, dtype=np.int64)
-        self.episodes: list[Episode | None] = [None] * n
         self.tasks: dict[str, np.ndarray] = {}
         self._grow(1)
         m = self.num_nodes
@@ -105,7 +104,6 @@ class BatchSimulator:
             tasks["curve"][row, :n] = self.table.rows(episode.curve)
             tasks["status"][row, :n] = FUTURE
             self.num_tasks[row] = n
-            self.episodes[row] = episode
         index = np.asarray(rows, dtype=np.int64)
         self.slot_task[index] = -1
         self.slot_batches[index] = 0

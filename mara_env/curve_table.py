@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from curves.bank import CurveBank
@@ -30,11 +32,21 @@ class CurveTable:
         return np.fromiter((self.row[cid] for cid in curve_ids), dtype=np.int64, count=len(curve_ids))
 
 
-_TABLES: dict[int, tuple[CurveBank, CurveTable]] = {}
+_TABLES: OrderedDict[int, tuple[CurveBank, CurveTable]] = OrderedDict()
+_CACHED_BANKS = 8
 
 
 def curve_table(bank: CurveBank) -> CurveTable:
-    """The table of ``bank``, built on first use and kept for the life of the process (banks are few)."""
-    if id(bank) not in _TABLES:  # the entry holds the bank, so its id is not reused while cached
-        _TABLES[id(bank)] = (bank, CurveTable(bank))
-    return _TABLES[id(bank)][1]
+    """The table of ``bank``, built on first use; the tables of the 8 most recently used banks are kept.
+
+    Entries are keyed by the bank object's identity and hold the bank, so an id cannot be reused while its
+    entry exists.
+    """
+    key = id(bank)
+    if key in _TABLES:
+        _TABLES.move_to_end(key)
+    else:
+        _TABLES[key] = (bank, CurveTable(bank))
+        if len(_TABLES) > _CACHED_BANKS:
+            _TABLES.popitem(last=False)
+    return _TABLES[key][1]

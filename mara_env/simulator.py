@@ -72,7 +72,6 @@ class Simulator:
         self.arrival = episode.arrival
         self.budget = episode.budget
         self.deadline = episode.arrival + episode.budget
-        self._deadlines = self.deadline.tolist()  # Python ints: the queue's expiry test runs every step
         self.eps = episode.eps
         first = self.loss_table[:, 1:2]
         eps = self.eps[:, None]
@@ -173,11 +172,10 @@ class Simulator:
         if late.size:
             self._leave(late, self.slot_task[late], EXPIRED)
         count = int(late.size)
-        deadlines = self._deadlines
-        if self.queue and any(deadlines[task] <= limit for task in self.queue):
+        if self.queue and any(self.deadline[task] <= limit for task in self.queue):
             keep: deque[int] = deque()
             for task in self.queue:
-                if deadlines[task] <= limit:
+                if self.deadline[task] <= limit:
                     self.status[task] = EXPIRED
                     self.left_at[task] = limit
                     count += 1
@@ -233,8 +231,8 @@ class Simulator:
     def observation(self) -> dict[str, np.ndarray]:
         """The Gymnasium observation; every array is new, so callers may keep or modify it.
 
-        It is built once per simulator state and copied on each call: the AEC env asks for it once per
-        node turn.
+        It is built once per simulator state (each ``load`` and ``step`` starts a new one) and copied on
+        each call: the AEC env asks for it once per node turn.
         """
         if self._observed is None:
             self._observed = self._build_observation()

@@ -20,8 +20,10 @@ drop-in replacement for ``SyncVectorEnv`` over N ``MARA-v0`` envs and returns th
 
 Observations are the ``observation="dict"`` layout of ``MARAEnv`` with a leading N axis; every array is new
 on each call. ``copy=False`` (as ``SyncVectorEnv(copy=False)``) skips copying the largest one, ``history``
-(N·K·H_max floats): it is then the env's own buffer, overwritten by the next ``step`` or ``reset``. The settings are those of ``MARAConfig``; the front-end options ``conflicts``, ``observation``
-and ``flat_history`` must keep their defaults (the paper's rule and layout), and there is no rendering.
+(N·K·H_max floats): it is then the env's own buffer, overwritten by the next ``step`` or ``reset``.
+
+The settings are those of ``MARAConfig``; the front-end options ``conflicts``, ``observation`` and
+``flat_history`` must keep their defaults (the paper's rule and layout), and there is no rendering.
 """
 
 from __future__ import annotations
@@ -117,8 +119,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
                 self.rngs[row] = seeding.np_random(seeds[row])[0]
         self._start(rows, self._episode_options(options, rows))
         self._started = True
-        info = self._counter_info(np.zeros(self.num_envs, dtype=np.int64), rows)
-        return self.sim.observation(self.copy), info
+        return self.sim.observation(self.copy), self._reset_info(rows)
 
     def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         if seed is None:
@@ -193,13 +194,13 @@ class MARAVectorEnv(gym.vector.VectorEnv):
                              f"of range")
         return picks
 
-    def _counter_info(self, values: np.ndarray, rows: list[int]) -> dict[str, Any]:
-        """The reset info (every counter zero) for ``rows``, batched with masks."""
+    def _reset_info(self, rows: list[int]) -> dict[str, Any]:
+        """The reset info (every counter zero) of the sub-envs ``rows``, batched with masks."""
         mask = np.zeros(self.num_envs, dtype=bool)
         mask[rows] = True
         info: dict[str, Any] = {}
         for key in INFO_KEYS:
-            info[key], info[f"_{key}"] = values.copy(), mask.copy()
+            info[key], info[f"_{key}"] = np.zeros(self.num_envs, dtype=np.int64), mask.copy()
         return info
 
     def _metrics(self, terminated: np.ndarray) -> dict[str, np.ndarray]:

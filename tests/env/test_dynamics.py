@@ -117,3 +117,12 @@ def test_features_describe_the_slot(bank_dir):
     assert np.allclose(row, expected, rtol=1e-5)
     assert np.allclose(obs["history"][0, :3], [curve[0], curve[1], 0.0], rtol=1e-6)
     assert obs["budget"][0] == 100
+
+
+def test_log_progress_follows_eq_13():
+    first, eps = np.array([2.0, 2.0, 2.0, 0.5]), np.array([0.5, 0.5, 0.5, 0.5])
+    loss = np.array([2.0, 1.0, 0.25, 0.9])
+    # log(L0 / max(L, eps)) / log(L0 / eps): 0 at the start, 1/2 halfway in log space, clipped at 1 once the
+    # target is passed, and 1 for a task whose first loss already meets its target.
+    np.testing.assert_allclose(log_progress(first, loss, eps), [0.0, 0.5, 1.0, 1.0])
+    assert log_progress(np.array([2.0]), np.array([3.0]), np.array([0.5]))[0] == 0.0  # a rising loss clips at 0

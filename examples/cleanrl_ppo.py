@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> list[float]:
                 _, logprob, entropy, value = agent.act(b_obs[idx], b_mask[idx], b_action[idx])
                 ratio = (logprob - b_logprob[idx]).exp()
                 adv = (b_adv[idx] - b_adv[idx].mean()) / (b_adv[idx].std() + 1e-8)
-                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
+                clipped = ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = torch.max(-adv * ratio, -adv * clipped).mean()
                 v_loss = 0.5 * ((value - b_ret[idx]) ** 2).mean()
                 loss = pg_loss - args.ent_coef * entropy.mean() + args.vf_coef * v_loss
                 optimizer.zero_grad()

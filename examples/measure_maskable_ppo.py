@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sb3_maskable_ppo import evaluate, train  # noqa: E402
 
+RANKING = {"observation": "flat", "actions": "scores"}
 DEFAULT_WORKLOAD = Path(__file__).resolve().parents[1] / "mara_env" / "workloads" / "id_p0.04.json"
 
 
@@ -54,6 +56,17 @@ def baseline_rows(name: str, workload: Path, indices: list[int]) -> list[dict[st
     return rows
 
 
+def train_ranking(steps: int, seed: int) -> Any:
+    """Plain SB3 PPO on the ranking action (``actions="scores"``): a Gaussian policy over the K slot scores."""
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)
+    envs = make_vec_env("MARA-v0", n_envs=4, seed=seed, env_kwargs={**RANKING, "arrival_window": 500})
+    return PPO("MlpPolicy", envs, n_steps=512, batch_size=256, seed=seed, verbose=0).learn(steps)
+
+
 def summary(name: str, rows: list[dict[str, float]]) -> str:
     rate = 100 * np.mean([row["success_rate"] for row in rows])
     conflicts = sum(row["conflicts"] for row in rows)
@@ -67,21 +80,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds")
     parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD, help="fixed workload file")
     parser.add_argument("--root", type=int, default=0, help="which root of the workload to score")
+    parser.add_argument("--conflicts", choices=("repair", "idle"), default="repair",
+                        help="conflict rule while training and playing (idle: the paper's, for comparison)")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the random and FIFO rows")
+    parser.add_argument("--ranking", action="store_true",
+                        help="train plain PPO on the ranking action (actions='scores') instead of MaskablePPO")
     args = parser.parse_args(argv)
     indices = root_episodes(args.workload, args.root)
     digest = hashlib.sha256(args.workload.read_bytes()).hexdigest()
     print(f"workload {args.workload.name} root {args.root} ({len(indices)} episodes), sha256 {digest}")
     print("| method                             | succ % | conflicts | repaired |")
     print("|------------------------------------|--------|-----------|----------|")
-    for name in ("random", "fifo"):
+    for name in () if args.no_baselines else ("random", "fifo"):
         print(summary(name, baseline_rows(name, args.workload, indices)), flush=True)
     per_seed = []
+    name = "PPO ranking" if args.ranking else f"MaskablePPO {args.conflicts}"
     for seed in args.seeds:
-        model = train(args.steps, seed=seed)
-        rows = evaluate(model, indices, workload=str(args.workload))
+        if args.ranking:
+            model = train_ranking(args.steps, seed)
+            rows = evaluate(model, indices, masked=False, workload=str(args.workload), **RANKING)
+        else:
+            model = train(args.steps, seed=seed, conflicts=args.conflicts)
+            rows = evaluate(model, indices, workload=str(args.workload), conflicts=args.conflicts)
         per_seed.append(100 * np.mean([row["success_rate"] for row in rows]))
-        print(summary(f"MaskablePPO {args.steps} steps, seed {seed}", rows), flush=True)
-    print(f"MaskablePPO mean over seeds {args.seeds}: {np.mean(per_seed):.1f} % (std {np.std(per_seed):.1f})")
+        print(summary(f"{name} {args.steps}, seed {seed}", rows), flush=True)
+    print(f"{name} mean over seeds {args.seeds}: {np.mean(per_seed):.1f} % (std {np.std(per_seed):.1f})")
 
 
 if __name__ == "__main__":

@@ -35,10 +35,12 @@ def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, **env_
     return model
 
 
-def evaluate(model: Any, episodes: int | list[int], **env_kwargs: Any) -> list[dict[str, float]]:
+def evaluate(model: Any, episodes: int | list[int], masked: bool = True,
+             **env_kwargs: Any) -> list[dict[str, float]]:
     """Greedy play: the episode metrics of each listed workload episode (or of ``episodes`` random ones),
-    plus ``repaired``, the picks the env had to move (an agent that respects the matching has none)."""
-    env = gym.make("MARA-v0", **ENV_OPTIONS, **env_kwargs)
+    plus ``repaired``, the picks the env had to move (an agent that respects the matching has none).
+    ``masked=False`` plays a model without action masks (plain PPO, e.g. on ``actions="scores"``)."""
+    env = gym.make("MARA-v0", **{**ENV_OPTIONS, **env_kwargs})
     indices = list(range(episodes)) if isinstance(episodes, int) else episodes
     rows = []
     for index in indices:
@@ -46,9 +48,10 @@ def evaluate(model: Any, episodes: int | list[int], **env_kwargs: Any) -> list[d
         obs, _ = env.reset(seed=index, options=options)
         repaired = 0
         while True:
-            action, _ = model.predict(obs, action_masks=env.unwrapped.action_masks(), deterministic=True)
+            masks = {"action_masks": env.unwrapped.action_masks()} if masked else {}
+            action, _ = model.predict(obs, deterministic=True, **masks)
             obs, _, terminated, truncated, info = env.step(action)
-            repaired += info["repaired"]
+            repaired += info.get("repaired", 0)
             if terminated or truncated:
                 rows.append({**info["episode_metrics"], "repaired": float(repaired)})
                 break

@@ -71,9 +71,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     model.learn(total_timesteps=args.steps)
     vec.close()
     rows = [play(model, seed=1000 + i, **env_kwargs) for i in range(args.episodes)]
-    rate = 100 * np.nanmean([row["success_rate"] for row in rows])
-    print(f"PPO via SuperSuit, {args.steps} steps: success rate {rate:.1f} % over {len(rows)} episodes, "
-          f"conflicts {sum(row['conflicts'] for row in rows):.0f}")
+    successes, tasks = sum(row["successes"] for row in rows), sum(row["tasks"] for row in rows)
+    print(f"PPO via SuperSuit, {args.steps} steps: {successes:.0f} of {tasks:.0f} tasks met over {len(rows)} "
+          f"episodes, conflicts {sum(row['conflicts'] for row in rows):.0f}")
     return rows
 
 

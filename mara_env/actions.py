@@ -6,8 +6,11 @@ an earlier node already took, into an idle node. ``repair_picks`` instead gives 
 a policy that ignores the other nodes' choices (a per-node mask, as in sb3-contrib or RLlib) still serves
 as many tasks as it asked for.
 
-Both functions work on any number of leading batch dimensions (vector environments pass ``(N, M)`` picks
-and ``(N, K)`` occupancy) and loop only over the M nodes.
+``scores_to_picks`` is the ranking action (``actions="scores"``): the team scores the K slots and the env
+builds the matching greedily, so every action is one.
+
+All functions work on any number of leading batch dimensions (vector environments pass ``(N, M)`` picks or
+``(N, K)`` scores and ``(N, K)`` occupancy) and loop at most over the M nodes.
 """
 
 from __future__ import annotations
@@ -62,3 +65,24 @@ def repair_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
         repaired[found, node] = slot[found] + 1
         free[rows[found], slot[found]] = False
     return repaired.reshape(picks.shape)
+
+
+def scores_to_picks(scores: np.ndarray, occupied: np.ndarray, num_nodes: int) -> np.ndarray:
+    """The matching a team ranking asks for: the occupied slots with a positive score, highest first (ties
+    to the lower slot), each served by one node, at most ``num_nodes`` of them; the other nodes idle.
+
+    A score of zero or below means "leave this task unserved this step", so the ranking can also idle nodes.
+
+    >>> scores_to_picks(np.array([0.5, -1.0, 0.9, 0.7]), np.array([True, True, True, False]), 3)
+    array([3, 1, 0])
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    occupied = np.asarray(occupied, dtype=bool)
+    wanted = np.where(occupied & (scores > 0), scores, -np.inf)
+    order = np.argsort(-wanted, axis=-1, kind="stable")[..., :num_nodes]
+    chosen = np.take_along_axis(wanted, order, axis=-1) > -np.inf
+    picks = np.where(chosen, order + 1, 0)
+    if picks.shape[-1] < num_nodes:  # fewer slots than nodes: the rest idle
+        pad = np.zeros(picks.shape[:-1] + (num_nodes - picks.shape[-1],), dtype=picks.dtype)
+        picks = np.concatenate([picks, pad], axis=-1)
+    return picks.astype(np.int64)

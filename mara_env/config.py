@@ -9,6 +9,7 @@ from numbers import Real
 
 REWARDS = ("shaped", "sparse")
 CONFLICTS = ("idle", "repair")
+ACTIONS = ("picks", "scores")
 OBSERVATIONS = ("dict", "flat", "rllib")
 SPLITS = ("train", "val", "test")
 
@@ -66,6 +67,10 @@ class MARAConfig:
     """What happens to a pick of an empty slot or of a slot an earlier node took: ``idle`` (the paper's:
     the node idles and ``info["conflicts"]`` counts it) or ``repair`` (the node gets the next free occupied
     slot after its pick, or idles if none is left; see ``mara_env.actions``)."""
+    actions: str = "picks"
+    """Gymnasium env only: ``picks`` (default, the paper's: ``MultiDiscrete``, one choice per node) or
+    ``scores`` (a ``Box`` of K slot scores; the env serves the highest-scoring occupied slots with a
+    positive score, at most M, so every action is a matching; see ``mara_env.actions.scores_to_picks``)."""
     observation: str = "dict"
     """``dict`` (the paper's arrays, see ``MARAEnv``), ``flat`` (one float32 vector, see ``mara_env.flat``)
     or ``rllib`` (``{"observations": <flat>, "action_mask": ...}``, the keys RLlib's action masking reads)."""
@@ -87,6 +92,7 @@ class MARAConfig:
             raise ValueError(f"shaping_beta must be non-negative, got {self.shaping_beta!r}")
         _choice("reward", self.reward, REWARDS)
         _choice("conflicts", self.conflicts, CONFLICTS)
+        _choice("actions", self.actions, ACTIONS)
         _choice("observation", self.observation, OBSERVATIONS)
         for name in ("bank", "workload"):
             value = getattr(self, name)

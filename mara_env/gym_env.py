@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from mara_env.actions import scores_to_picks
 from mara_env.config import MARAConfig
 from mara_env.engine import parse_picks
 from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
@@ -46,7 +47,9 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     such a node gets the next free occupied slot after its pick (or idles if none is left), so every action
     is a matching; ``info["repaired"]`` counts the moved picks. Wrong shapes, non-integers or out-of-range
     values raise ``ValueError``. ``action_masks()`` returns the flattened per-node mask for sb3-contrib's
-    ``MaskablePPO``.
+    ``MaskablePPO``. With ``actions="scores"`` the action is instead a ``Box(-1, 1, (K,))`` of slot scores:
+    the env serves the occupied slots with a positive score, highest first, at most M (a ranking, so every
+    action is a matching; libraries with continuous actions use it).
 
     ## Observation Space
     ``observation="dict"`` (default): a ``Dict``; all arrays are new on every call.
@@ -105,7 +108,8 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.render_mode = render_mode
         self.engine = self.frontend.engine
         m, k = self.config.num_nodes, self.config.max_active
-        self.action_space = spaces.MultiDiscrete([k + 1] * m)
+        self.action_space = (spaces.MultiDiscrete([k + 1] * m) if self.config.actions == "picks"
+                             else spaces.Box(-1.0, 1.0, (k,), np.float32))
         flat = flat_space(k, self.config.flat_history)
         self.observation_space = {
             "dict": spaces.Dict({"action_mask": spaces.Box(0, 1, (m, k + 1), np.int8),
@@ -124,11 +128,23 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def step(self, action: Any):
         self.frontend.check_can_step()
-        picks = parse_picks(action, self.config.num_nodes, self.config.max_active)
+        if self.config.actions == "picks":
+            picks = parse_picks(action, self.config.num_nodes, self.config.max_active)
+        else:
+            picks = self._scores_to_picks(action)
         reward, terminated, info = self.frontend.step(picks)
         if self.render_mode == "human":
             self.render()
         return self._observe(), reward, terminated, False, info
+
+    def _scores_to_picks(self, action: Any) -> list[int]:
+        """``actions="scores"``: check the K scores and build the matching they rank."""
+        scores = np.asarray(action, dtype=np.float64) if np.asarray(action).dtype.kind in "iuf" else None
+        k = self.config.max_active
+        if scores is None or scores.shape != (k,) or not np.all(np.isfinite(scores)):
+            raise ValueError(f"action must be {k} finite slot scores (actions='scores'), got {action!r}")
+        occupied = self.engine.sim.slot_task >= 0
+        return scores_to_picks(scores, occupied, self.config.num_nodes).tolist()
 
     def _observe(self) -> Any:
         observation = self.engine.sim.observation()

@@ -35,7 +35,11 @@ class _NodeSpaces:
             raise ValueError(f"max_cycles must be None or a positive integer, got {max_cycles!r}")
         if agent_reward not in AGENT_REWARDS:
             raise ValueError(f"agent_reward must be one of {AGENT_REWARDS}, got {agent_reward!r}")
-        self.frontend = FrontEnd(_config(config, overrides), render_mode)
+        merged = _config(config, overrides)
+        if merged.actions != "picks":
+            raise ValueError(f"actions={merged.actions!r} is for the Gymnasium env; the PettingZoo envs take "
+                             "one pick per node (actions='picks')")
+        self.frontend = FrontEnd(merged, render_mode)
         self.engine = self.frontend.engine
         self.config = self.engine.config
         self.render_mode = render_mode

@@ -6,10 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mara_env
-from mara_env.actions import repair_picks, standing_picks
+from mara_env.actions import repair_picks, scores_to_picks, standing_picks
 
 K, M = 6, 5
-cases = st.tuples(st.lists(st.integers(0, K), min_size=M, max_size=M), st.lists(st.booleans(), min_size=K, max_size=K))
+cases = st.tuples(st.lists(st.integers(0, K), min_size=M, max_size=M),
+                  st.lists(st.booleans(), min_size=K, max_size=K))
 
 
 @given(cases)
@@ -80,3 +81,37 @@ def test_parallel_repair_mode_matches_gym_repair_mode(bank_dir):
         _, reward, _, _, info = gym_env.step(action)
         _, rewards, _, _, infos = par.step({f"node_{i}": int(a) for i, a in enumerate(action)})
         assert rewards["node_0"] == reward and infos["node_0"]["repaired"] == info["repaired"]
+
+
+scores_cases = st.tuples(st.lists(st.floats(-1, 1), min_size=K, max_size=K),
+                         st.lists(st.booleans(), min_size=K, max_size=K))
+
+
+@given(scores_cases)
+@settings(max_examples=300, deadline=None)
+def test_ranking_serves_the_best_positive_occupied_slots_once_each(case):
+    scores, occupied = np.array(case[0]), np.array(case[1])
+    picks = scores_to_picks(scores, occupied, M)
+    served = picks[picks > 0] - 1
+    assert picks.shape == (M,) and len(set(served.tolist())) == served.size
+    eligible = np.flatnonzero(occupied & (scores > 0))
+    assert served.size == min(M, eligible.size)
+    assert set(served.tolist()) <= set(eligible.tolist())
+    if served.size:  # nothing left out scores higher than what was served
+        left_out = np.setdiff1d(eligible, served)
+        assert left_out.size == 0 or scores[left_out].max() <= scores[served].min()
+    assert np.array_equal(repair_picks(picks, occupied), picks)  # already a matching
+
+
+def test_scores_mode_turns_a_ranking_into_the_served_tasks(bank_dir):
+    env = gym.make("MARA-v0", bank=str(bank_dir), arrival_prob=1.0, actions="scores")
+    assert env.action_space == gym.spaces.Box(-1.0, 1.0, (10,), np.float32)
+    obs, _ = env.reset(seed=0)
+    for _ in range(4):
+        obs, *_ = env.step(np.zeros(10, dtype=np.float32))  # nothing positive: every node idles
+    assert env.unwrapped.engine.sim.last_served == ()
+    occupied = np.flatnonzero(obs["tasks"][:, 0])
+    scores = np.full(10, -1.0, dtype=np.float32)
+    scores[occupied[:2]] = [0.2, 0.8]
+    _, _, _, _, info = env.step(scores)
+    assert env.unwrapped.engine.sim.last_served == (occupied[1], occupied[0]) and info["conflicts"] == 0

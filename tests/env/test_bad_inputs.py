@@ -48,6 +48,9 @@ CASES = [
     ("arrival_window string", lambda b: MARAConfig(arrival_window="500"), ValueError, "arrival_window"),
     ("reward unknown", lambda b: MARAConfig(reward="dense"), ValueError, "reward"),
     ("conflicts unknown", lambda b: MARAConfig(conflicts="fix"), ValueError, "conflicts"),
+    ("actions unknown", lambda b: MARAConfig(actions="rank"), ValueError, "actions"),
+    ("scores for the pettingzoo env", lambda b: mara_env.parallel_env(actions="scores", bank=str(b)), ValueError,
+     "actions"),
     ("observation unknown", lambda b: MARAConfig(observation="image"), ValueError, "observation"),
     ("flat_history zero", lambda b: MARAConfig(flat_history=0), ValueError, "flat_history"),
     ("task_set unknown", lambda b: MARAConfig(task_set="nope"), ValueError, "task_set"),
@@ -66,6 +69,10 @@ CASES = [
     ("gym action too short", lambda b: _gym_after_reset(b).step(np.zeros(6, dtype=int)), ValueError, "shape"),
     ("gym action above K", lambda b: _gym_after_reset(b).step(np.array([11, 0, 0, 0, 0, 0, 0])), ValueError,
      r"\[0, 10\]"),
+    ("scores with a NaN",
+     lambda b: _gym_after_reset(b, actions="scores").step(np.array([np.nan] + [0.0] * 9)), ValueError, "scores"),
+    ("scores of the wrong length",
+     lambda b: _gym_after_reset(b, actions="scores").step(np.zeros(7)), ValueError, "10 finite slot scores"),
     ("parallel action 1.7", lambda b: _parallel_after_reset(b).step({"node_0": 1.7}), ValueError,
      "node_0.*1.7"),
     ("parallel action negative", lambda b: _parallel_after_reset(b).step({"node_3": -1}), ValueError,
@@ -102,7 +109,8 @@ def _workload(bank):
     return path
 
 
-@pytest.mark.parametrize(("call", "error", "pattern"), [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+@pytest.mark.parametrize(("call", "error", "pattern"), [case[1:] for case in CASES],
+                         ids=[case[0] for case in CASES])
 def test_bad_input_is_refused_with_a_message_naming_it(bank_dir, call, error, pattern):
     with pytest.raises(error, match=pattern):
         call(bank_dir)

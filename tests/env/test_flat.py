@@ -43,12 +43,14 @@ def test_flatten_accepts_a_batch(bank_dir):
         obs, *_ = env.step(np.array([1, 2, 0, 0, 0, 0, 0]))
         observations.append(obs)
     stacked = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
-    assert np.array_equal(flatten_observation(stacked, 8), np.stack([flatten_observation(o, 8) for o in observations]))
+    one_by_one = np.stack([flatten_observation(o, 8) for o in observations])
+    assert np.array_equal(flatten_observation(stacked, 8), one_by_one)
 
 
-@pytest.mark.parametrize("observation", ["flat", "rllib"])
-def test_gym_env_passes_the_checker(bank_dir, observation):
-    env = gym.make("MARA-v0", bank=str(bank_dir), arrival_prob=0.2, observation=observation, flat_history=4)
+@pytest.mark.parametrize(("observation", "actions"), [("flat", "picks"), ("rllib", "picks"), ("flat", "scores")])
+def test_gym_env_passes_the_checker(bank_dir, observation, actions):
+    env = gym.make("MARA-v0", bank=str(bank_dir), arrival_prob=0.2, observation=observation, flat_history=4,
+                   actions=actions)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_env(env.unwrapped, skip_render_check=True)

@@ -1,4 +1,4 @@
-"""Throughput of the environments: ``python -m mara_env.bench [--bank DIR] [--steps N] [--out FILE]``.
+"""Throughput of the environments: ``python -m mara_env.bench [--bank DIR] [--steps N] [--sizes …] [--out F]``.
 
 Prints one line per figure:
 
@@ -142,8 +142,8 @@ def vector_env(bank: str | None, num_envs: int, rule: Rule | None, steps: int, c
     return rate
 
 
-def run(bank: str | None, steps: int, emit: Callable[[str], None]) -> None:
-    """Measure every figure and pass each printed line to ``emit``."""
+def run(bank: str | None, steps: int, emit: Callable[[str], None], sizes: tuple[int, ...] = VECTOR_SIZES) -> None:
+    """Measure every figure and pass each printed line to ``emit``; ``sizes`` are the vector env's N."""
     rng = np.random.default_rng(0)
 
     def random_rule(obs: dict[str, np.ndarray]) -> np.ndarray:
@@ -157,7 +157,7 @@ def run(bank: str | None, steps: int, emit: Callable[[str], None]) -> None:
     emit(f"AEC env, FIFO rule:               {aec_env(bank, fifo_picks, turns).text(turns, 'node turns')}")
     emit(f"AEC env, random legal matchings:  {aec_env(bank, random_rule, turns).text(turns, 'node turns')}")
     at_64 = {}
-    for num_envs in VECTOR_SIZES:
+    for num_envs in sizes:
         vector_steps = max(steps // num_envs, 200)
         count = vector_steps * num_envs
         for label, rule, copy in (("precomputed", None, True), ("precomputed, copy=False", None, False),
@@ -178,10 +178,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="MARA-v0 environment throughput")
     parser.add_argument("--bank", default=None, help="curve bank directory (default: the shipped bank)")
     parser.add_argument("--steps", type=int, default=20000, help="env steps per single-env figure (>= 1000)")
+    parser.add_argument("--sizes", default=",".join(map(str, VECTOR_SIZES)),
+                        help="comma-separated numbers of episodes N for the vector env")
     parser.add_argument("--out", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.steps < 1000:
         parser.error(f"--steps must be at least 1000, got {args.steps}")
+    try:
+        sizes = tuple(int(size) for size in args.sizes.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        parser.error(f"--sizes must list positive integers such as 1,4,16, got {args.sizes!r}")
     if args.bank is not None and not Path(args.bank).is_dir():
         parser.error(f"--bank {args.bank}: no such directory")
     lines: list[str] = []
@@ -190,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
         lines.append(line)
 
-    run(args.bank, args.steps, emit)
+    run(args.bank, args.steps, emit, sizes)
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n")
     return 0

@@ -1,0 +1,31 @@
+"""``python -m mara_env.bench`` runs end to end on a small bank and prints every figure it promises."""
+
+import re
+
+import pytest
+
+from mara_env.bench import main
+
+
+def test_bench_prints_and_writes_every_figure(bank_dir, tmp_path, capsys):
+    out = tmp_path / "figures.txt"
+    assert main(["--bank", str(bank_dir), "--steps", "1000", "--sizes", "2,64", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert out.read_text().splitlines() == lines
+    labels = ["gym env, precomputed", "gym env, FIFO rule", "gym env, random legal", "AEC env, FIFO rule",
+              "AEC env, random legal", "vector env N=2  , precomputed:", "vector env N=64 , FIFO rule",
+              "vector env N=64 , precomputed, copy=False", "vector env N=64 / gym env", "peak memory"]
+    for label in labels:
+        assert any(line.startswith(label) for line in lines), label
+    rates = [float(value.replace(",", "")) for line in lines if "/s" in line
+             for value in re.findall(r"([\d,]+) [a-z ]+/s", line)]
+    assert len(rates) == 2 * (5 + 2 * 3) and min(rates) > 0
+
+
+@pytest.mark.parametrize("argv", [["--steps", "10"], ["--sizes", "0"], ["--sizes", "a,b"], ["--bank", "/no/such"]])
+def test_bench_refuses_bad_arguments_naming_the_flag(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "error:" in error and argv[0] in error

@@ -50,8 +50,9 @@ class LiveSettings:
     """Ray cluster address; ``None`` starts a local Ray (with max(M, CPU count) logical CPUs) if none runs."""
 
     def __post_init__(self) -> None:
-        if not self.families:
-            raise ValueError("families must name at least one family")
+        if isinstance(self.families, str) or not self.families or not all(isinstance(f, str) for f in self.families):
+            raise ValueError(f"families must be a non-empty sequence of family names, got {self.families!r}")
+        object.__setattr__(self, "families", tuple(self.families))
         if self.max_steps is not None and (isinstance(self.max_steps, bool) or self.max_steps < 1):
             raise ValueError(f"max_steps must be a positive integer or None, got {self.max_steps!r}")
         if not self.node_cpus > 0:

@@ -70,6 +70,7 @@ class BatchRunner:
         if attempts < 1:
             raise ValueError(f"attempts must be at least 1, got {attempts}")
         self.device, self.preset, self.data_root, self.attempts = device, preset, data_root, attempts
+        self.states: dict[int, Any] = {}
         gpus = 1.0 if device.startswith("cuda") else 0.0
         actor = ray.remote(num_cpus=node_cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0)(NodeActor)
         self.nodes = [actor.remote(batch_function) for _ in range(num_nodes)]
@@ -84,7 +85,6 @@ class BatchRunner:
         except ray.exceptions.RayTaskError as exc:
             self.close()
             raise ValueError(_first_line(exc)) from None
-        self.states: dict[int, Any] = {}
 
     def _submit(self, node: int, key: int, task: LiveTask) -> tuple[Any, Any]:
         return self.nodes[node].run.options(num_returns=2).remote(

@@ -39,6 +39,11 @@ def episode_bank(episode: LiveEpisode, per_batch: list[np.ndarray], width: int, 
         records[record.id] = record
         arrays[record.id] = padded
     families = {name: specs[name] for name in {task.family for task in episode.tasks}}
+    if not records:  # the simulator's tables take their width from the bank's longest curve
+        family = next(iter(specs.values()))
+        records["<width>"] = CurveRecord(family.name, LIVE_SPLIT, -1, 0, 0, 1, 1.0, episode.preset, "live", width)
+        arrays["<width>"] = np.ones(width, dtype=np.float32)
+        families[family.name] = family
     return CurveBank(root=Path(root), families=families, records=records, per_batch=arrays)
 
 

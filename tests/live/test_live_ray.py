@@ -38,34 +38,71 @@ def local_ray():
         ray.shutdown()
 
 
-def play(out: Path, policy: str = "fifo", batch_function=None, attempts: int = 3) -> LiveMARAEnv:
-    """One live episode of TASKS under ``policy``, saved to ``out``; returns the (closed) env."""
-    env = LiveMARAEnv(CONFIG, LiveSettings(families=("cnn_fmnist",), max_steps=30, attempts=attempts),
-                      batch_function)
-    try:
-        chooser = make_policy(policy)
-        chooser.reset()
-        observation, _ = env.reset(seed=0, options={"episode": TASKS})
-        done = False
-        while not done:
-            observation, _, terminated, truncated, _ = env.step(chooser.act(observation))
-            assert env.observation_space.contains(observation)
-            done = terminated or truncated
-        env.save(out, policy=policy)
-    finally:
-        env.close()
-    return env
+def injected_faults(folder: str):
+    """A batch function that fails where a marker file in ``folder`` says so, else runs the real batch.
+
+    ``kill-S-B`` makes the worker process exit in task seed S's batch B (counted from 0), ``raise-S-B``
+    makes it raise; both markers are consumed by the failing call, so the retry succeeds.  ``always-S-B``
+    is never consumed: that recipe fails every time.
+    """
+    from mara_env.live.worker import train_batch
+
+    def batch(*args):
+        state, seed = args[-1], args[4]
+        done = 0 if state is None else state["epoch"] * 10**6 + state["offset"]
+        for how in ("kill", "raise", "always"):
+            marker = os.path.join(folder, f"{how}-{seed}-{done}")
+            if os.path.exists(marker):
+                if how == "always":
+                    raise RuntimeError("this recipe always fails")
+                os.remove(marker)
+                if how == "kill":
+                    os._exit(1)
+                raise RuntimeError("injected fault")
+        return train_batch(*args)
+    return batch
 
 
 @pytest.fixture(scope="module")
-def fifo_run(local_ray, tmp_path_factory):
+def faults(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("faults")
+
+
+@pytest.fixture(scope="module")
+def live_env(local_ray, faults):
+    """One 2-node live env for the module (its actors start once, on one of the two CPUs, leaving the other
+    to the other tests); faults only where a test puts markers."""
+    env = LiveMARAEnv(CONFIG, LiveSettings(families=("cnn_fmnist",), max_steps=30, attempts=2, node_cpus=0.5),
+                      injected_faults(str(faults)))
+    try:
+        yield env
+    finally:
+        env.close()
+
+
+def play(env: LiveMARAEnv, out: Path, policy: str = "fifo") -> list[str]:
+    """One live episode of TASKS under ``policy``, saved to ``out``; returns the tasks' outcomes."""
+    chooser = make_policy(policy)
+    chooser.reset()
+    observation, _ = env.reset(seed=0, options={"episode": TASKS})
+    done = False
+    while not done:
+        observation, _, terminated, truncated, _ = env.step(chooser.act(observation))
+        assert env.observation_space.contains(observation)
+        done = terminated or truncated
+    env.save(out, policy=policy)
+    return env.outcomes()
+
+
+@pytest.fixture(scope="module")
+def fifo_run(live_env, tmp_path_factory):
     out = tmp_path_factory.mktemp("fifo")
-    return out, play(out)
+    return out, play(live_env, out), [list(losses) for losses in live_env.sim.per_batch]
 
 
 def test_fifo_episode_has_outcomes_and_replays_to_identical_successes_and_expiries(fifo_run):
-    out, env = fifo_run
-    assert env.outcomes() == ["succeeded", "succeeded", "expired"]
+    out, outcomes, _ = fifo_run
+    assert outcomes == ["succeeded", "succeeded", "expired"]
     assert replay_mismatches(out) == []
 
 
@@ -76,14 +113,14 @@ def test_the_recorded_bank_holds_each_task_s_losses_as_the_offline_curve(fifo_ru
     from curves.generate import run_recipe
     from curves.recipe import Recipe
 
-    out, env = fifo_run
+    out, _, per_batch = fifo_run
     bank = load_bank(out / "bank")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         for k, task in enumerate(TASKS.tasks):
             recorded = bank.per_batch[TASKS.curve_id(k)]
-            assert recorded.size == len(env.sim.per_batch[k]) > 0
+            assert recorded.size == len(per_batch[k]) > 0
             offline = run_recipe(get_family(task.family), Recipe(task.seed, task.data_seed, task.batch_size, task.lr),
                                  recorded.size)
             np.testing.assert_array_equal(recorded, offline)
@@ -91,48 +128,41 @@ def test_the_recorded_bank_holds_each_task_s_losses_as_the_offline_curve(fifo_ru
         torch.set_num_threads(threads)
 
 
-def crash_once(marker: str, seed: int, batch: int, how: str):
-    """A batch function that fails once — the worker process exits (``kill``) or raises — in task ``seed``'s
-    batch ``batch``, then behaves normally (the marker file is consumed by the failing call)."""
-    from mara_env.live.worker import train_batch
-
-    def flaky(*args):
-        state = args[-1]
-        done = 0 if state is None else state["epoch"] * 10**6 + state["offset"]
-        if args[4] == seed and done == batch and os.path.exists(marker):
-            os.remove(marker)
-            if how == "kill":
-                os._exit(1)
-            raise RuntimeError("injected fault")
-        return train_batch(*args)
-    return flaky
-
-
 @pytest.mark.parametrize("how", ["kill", "raise"])
-def test_a_worker_that_dies_mid_batch_is_retried_from_the_task_s_last_state(fifo_run, tmp_path, how):
-    out, reference = fifo_run
-    marker = tmp_path / "fault"
+def test_a_worker_that_dies_mid_batch_is_retried_from_the_task_s_last_state(live_env, fifo_run, faults, tmp_path,
+                                                                             how):
+    _, reference, per_batch = fifo_run
+    marker = faults / f"{how}-1-5"
     marker.touch()
-    env = play(tmp_path / "run", batch_function=crash_once(str(marker), seed=1, batch=5, how=how))
+    outcomes = play(live_env, tmp_path)
     assert not marker.exists(), "the fault was never injected"
-    log = load_episode_log(tmp_path / "run")
+    log = load_episode_log(tmp_path)
     assert sum(step["retries"] for step in log["steps"]) == 1 and not log["failed"]
-    assert env.outcomes() == reference.outcomes()
-    assert env.sim.per_batch == reference.sim.per_batch
+    assert outcomes == reference
+    assert live_env.sim.per_batch == per_batch
 
 
-def test_a_recipe_that_keeps_failing_is_reported_and_counted_as_expired(local_ray, tmp_path):
-    def always_fails(*args):
-        from mara_env.live.worker import train_batch
+def test_a_recipe_that_keeps_failing_is_reported_and_counted_as_expired(live_env, fifo_run, faults, tmp_path):
+    (faults / "always-3-2").touch()
+    try:
+        outcomes = play(live_env, tmp_path)
+    finally:
+        (faults / "always-3-2").unlink()
+    assert outcomes[1] == "expired"
+    assert list(live_env.failed_tasks) == [1] and "always fails" in live_env.failed_tasks[1]
+    assert len(live_env.sim.per_batch[1]) == 2
+    assert replay_mismatches(tmp_path) == []
 
-        if args[4] == 3 and args[-1] is not None and args[-1]["offset"] == 2:
-            raise RuntimeError("this recipe always fails at its third batch")
-        return train_batch(*args)
 
-    env = play(tmp_path, batch_function=always_fails, attempts=2)
-    assert env.outcomes()[1] == "expired"
-    assert list(env.failed_tasks) == [1] and "always fails" in env.failed_tasks[1]
-    assert len(env.sim.per_batch[1]) == 2
+def test_mara_drives_the_live_env_and_replays_identically(local_ray, tmp_path):
+    """The shipped MAT checkpoints were trained with M = 7: seven nodes, packed onto one CPU."""
+    env = LiveMARAEnv(MARAConfig(num_nodes=7, max_active=10, arrival_window=5),
+                      LiveSettings(families=("cnn_fmnist",), max_steps=30, node_cpus=1 / 7))
+    try:
+        outcomes = play(env, tmp_path, "mara")
+    finally:
+        env.close()
+    assert "succeeded" in outcomes
     assert replay_mismatches(tmp_path) == []
 
 

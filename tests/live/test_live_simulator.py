@@ -90,3 +90,21 @@ def test_live_episode_json_round_trip():
     assert LiveEpisode.from_json(episode.to_json()) == episode
     with pytest.raises(ValueError, match="sorted by arrival"):
         LiveEpisode(tuple(reversed(episode.tasks)))
+
+
+def test_an_episode_without_tasks_runs_to_the_end_of_its_window(bank_dir):
+    bank = load_bank(bank_dir)
+    live = LiveSimulator(MARAConfig(num_nodes=2, max_active=4, arrival_window=3), WIDTH)
+    live.load_live(LiveEpisode(()), bank.families)
+    assert live.observation()["history"].shape == (4, WIDTH)
+    outcomes = [live.step([0, 0]) for _ in range(3)]
+    assert outcomes[-1].terminated and not any(o.terminated for o in outcomes[:-1])
+
+
+@pytest.mark.parametrize("field, value", [("families", "cnn_fmnist"), ("families", ()), ("max_steps", 0),
+                                          ("attempts", 0), ("node_cpus", 0.0)])
+def test_bad_live_settings_name_the_field(field, value):
+    from mara_env.live import LiveSettings
+
+    with pytest.raises(ValueError, match=field):
+        LiveSettings(**{field: value})

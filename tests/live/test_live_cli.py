@@ -1,0 +1,18 @@
+"""``python -m mara_agents.live`` rejects bad settings with one line and status 2, before starting Ray."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("ray", reason="the live command needs the [ray] extra")
+
+from mara_agents.live import main  # noqa: E402
+
+
+@pytest.mark.parametrize("argv, message", [(["--policy", "nope"], "unknown policy 'nope'"),
+                                           (["--steps", "0"], "arrival_window"),
+                                           (["--nodes", "0"], "num_nodes")])
+def test_bad_arguments_print_one_error_line(argv, message, capsys):
+    assert main(argv + ["--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]

@@ -15,15 +15,16 @@ drop-in replacement for ``SyncVectorEnv`` over N ``MARA-v0`` envs and returns th
   reset info. ``autoreset_mode=AutoresetMode.DISABLED`` instead requires ``reset(options={"reset_mask": m})``
   for the ended sub-envs before the next step (useful to pick the next workload episode yourself);
 * **infos** — the single env's info keys batched as ``SyncVectorEnv`` batches them: ``successes``,
-  ``expirations``, ``conflicts`` as (N,) int arrays with ``_key`` masks, and ``episode_metrics`` (a dict of
+  ``expirations``, ``conflicts`` (and ``repaired``) as (N,) int arrays with ``_key`` masks, and ``episode_metrics`` (a dict of
   (N,) arrays) with mask ``_episode_metrics`` on the steps where sub-envs terminate.
 
 Observations are the ``observation="dict"`` layout of ``MARAEnv`` with a leading N axis; every array is new
 on each call. ``copy=False`` (as ``SyncVectorEnv(copy=False)``) skips copying the largest one, ``history``
 (N·K·H_max floats): it is then the env's own buffer, overwritten by the next ``step`` or ``reset``.
 
-The settings are those of ``MARAConfig``; the front-end options ``conflicts``, ``observation`` and
-``flat_history`` must keep their defaults (the paper's rule and layout), and there is no rendering.
+The settings are those of ``MARAConfig``, ``conflicts="repair"`` included (then ``info["repaired"]`` counts
+the picks moved, as in the single env); ``observation`` and ``flat_history`` must keep their defaults (the
+paper's layout), and there is no rendering.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from mara_env.actions import repair_picks
 from mara_env.batched import BatchSimulator
 from mara_env.config import MARAConfig
 from mara_env.engine import INFO_KEYS, EpisodeSource, load_sources
@@ -48,7 +50,7 @@ from mara_env.workload import Episode
 # Config fields the batched simulator implements; every other field must keep its default.
 SUPPORTED_FIELDS = frozenset({"num_nodes", "max_active", "arrival_prob", "arrival_window", "task_set",
                               "curve_splits", "reward", "shaping_beta", "warmup_observations", "max_nodes",
-                              "bank", "workload"})
+                              "bank", "workload", "conflicts"})
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED)
 
 
@@ -84,6 +86,8 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         check_supported(self.config)
         self.num_envs = int(num_envs)
         self.copy = bool(copy)
+        self._repair = self.config.conflicts == "repair"
+        self._info_keys = INFO_KEYS + (("repaired",) if self._repair else ())
         self.metadata = {**self.metadata, "autoreset_mode": mode}
         single = MARAEnv(config=self.config)
         self.single_observation_space = single.observation_space
@@ -157,14 +161,19 @@ class MARAVectorEnv(gym.vector.VectorEnv):
             raise RuntimeError(f"sub-envs {np.flatnonzero(restarting).tolist()} have terminated; reset them with "
                                f"reset(options={{'reset_mask': mask}}) before step()")
         picks = self._parse_actions(actions, restarting if restart else None)
-        outcome = self.sim.step(picks)
+        counters = {}
+        if self._repair:
+            applied = repair_picks(picks, self.sim.slot_task >= 0)
+            counters["repaired"] = np.count_nonzero(applied != picks, axis=1).astype(np.int64)
+            picks = applied
+        outcome = {**self.sim.step(picks), **counters}
         successes = outcome["successes"]
         rewards = successes.astype(np.float64)
         if self.config.reward == "shaped":
             rewards = shaped_reward(rewards, outcome["phi_before"], outcome["phi_after"], self.config.shaping_beta)
         terminated = outcome["terminated"] & ~restarting
         info = {}
-        for key in INFO_KEYS:
+        for key in self._info_keys:
             values = np.where(restarting, 0, outcome[key]) if restart else outcome[key]
             info[key], info[f"_{key}"] = values, np.ones(self.num_envs, dtype=bool)
         if terminated.any():
@@ -199,7 +208,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         mask = np.zeros(self.num_envs, dtype=bool)
         mask[rows] = True
         info: dict[str, Any] = {}
-        for key in INFO_KEYS:
+        for key in self._info_keys:
             info[key], info[f"_{key}"] = np.zeros(self.num_envs, dtype=np.int64), mask.copy()
         return info
 

@@ -58,7 +58,8 @@ def play_both(native, reference, choose, steps, reset_kwargs):
 
 
 @pytest.mark.parametrize("rule", ["fifo", "random_legal", "raw"])
-@pytest.mark.parametrize("settings", [{}, {"num_nodes": 3, "max_active": 4, "reward": "sparse"}])
+@pytest.mark.parametrize("settings", [{}, {"num_nodes": 3, "max_active": 4, "reward": "sparse"},
+                                      {"conflicts": "repair"}])
 def test_same_trajectories_as_sync_vector_env(bank_dir, rule, settings):
     rng = np.random.default_rng(7)
     num_envs = 5
@@ -131,7 +132,6 @@ def test_copy_false_returns_the_same_values_without_copying_history(bank_dir):
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"conflicts": "repair"}, "conflicts"),
     ({"observation": "flat"}, "observation"),
     ({"render_mode": "ansi"}, "render_mode"),
     ({"autoreset_mode": AutoresetMode.SAME_STEP}, "autoreset_mode"),

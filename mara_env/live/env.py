@@ -169,7 +169,8 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             reward = shaped_reward(reward, outcome.potential_before, outcome.potential_after, cfg.shaping_beta)
         self.log.failed.update(batches.failed)
         timing = {"dispatch_s": batches.wall_s, "compute_max_s": batches.compute_max_s,
-                  "compute_sum_s": batches.compute_sum_s, "retries": batches.retries}
+                  "compute_sum_s": batches.compute_sum_s, "worker_sum_s": batches.worker_sum_s,
+                  "retries": batches.retries}
         self.log.steps.append({"t": t, "picks": picks.tolist(), "served": sorted(batches.losses),
                                "losses": {str(k): v for k, v in sorted(batches.losses.items())},
                                "failed": sorted(batches.failed), "successes": outcome.successes,

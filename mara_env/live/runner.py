@@ -35,7 +35,8 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> None:
 
 @dataclass
 class StepBatches:
-    """The outcome of one step's dispatch: per task its loss, the tasks that failed for good, the timings."""
+    """The outcome of one step's dispatch: per task its loss, the tasks that failed for good, the timings
+    (the dispatch wall time, the slowest batch's and the summed compute, the summed time inside workers)."""
 
     losses: dict[int, float] = field(default_factory=dict)
     failed: dict[int, str] = field(default_factory=dict)
@@ -43,6 +44,7 @@ class StepBatches:
     wall_s: float = 0.0
     compute_max_s: float = 0.0
     compute_sum_s: float = 0.0
+    worker_sum_s: float = 0.0
 
 
 class NodeActor:
@@ -118,6 +120,7 @@ class BatchRunner:
             out.losses[key] = stats["loss"]
             out.compute_max_s = max(out.compute_max_s, stats["compute_s"])
             out.compute_sum_s += stats["compute_s"]
+            out.worker_sum_s += stats["worker_s"]
         out.wall_s = time.perf_counter() - began
         return out
 

@@ -13,26 +13,31 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Sequence
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        from curves.bank import BankError
-        from mara_agents.checkpoint_io import CheckpointError
-        from mara_agents.evaluation.cli import main
-        from mara_agents.evaluation.methods import MethodError
-        from mara_env.workload import WorkloadError
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``evaluate.py`` with ``argv``; returns the exit status (usage errors exit 2 through argparse)."""
+    from curves.bank import BankError
+    from mara_agents.checkpoint_io import CheckpointError
+    from mara_agents.evaluation.cli import main as evaluate_main
+    from mara_agents.evaluation.methods import MethodError
+    from mara_env.workload import WorkloadError
 
-        try:
-            sys.exit(main())
-        except (WorkloadError, BankError, MethodError, CheckpointError, OSError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            sys.exit(2)
+    try:
+        return evaluate_main(argv)
+    except (WorkloadError, BankError, MethodError, CheckpointError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\ninterrupted: finished episodes are cached; run the same command again to resume", file=sys.stderr)
-        sys.exit(130)
+        return 130
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupt)
+    sys.exit(main())

@@ -109,6 +109,7 @@ def build_on_ray(families: list[str], bank: str | Path, preset: str = "cpu", dat
     pending: dict[Any, tuple[Job, int, int]] = {}
 
     def submit(job: Job, index: int, attempt: int) -> None:
+        """Queue one curve's task with its family's resources."""
         need = family_resources.get(job.family, default)
         ref = remote.options(num_cpus=need.num_cpus, num_gpus=need.num_gpus).remote(
             job.family, job.split, index, preset, data_root, device, length, need.threads)

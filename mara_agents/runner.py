@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
-
 import mara_env  # noqa: F401  (registers MARA-v0)
 from mara_agents.policy import Policy, is_batched
 from mara_env.simulator import oracle_successes
@@ -84,11 +82,3 @@ def evaluate_workload(policy: Policy, workload: str | Path, *, bank: str | Path 
                      "oracle_rate": float(feasible.mean()) if feasible.size else float("nan")})
     env.close()
     return rows
-
-
-def summarise(rows: list[dict[str, float]], key: str = "success_rate") -> tuple[float, float]:
-    """The paper's statistic: mean over episodes within each root, then mean ± sample std across roots."""
-    roots = sorted({row["root"] for row in rows})
-    per_root = np.array([np.nanmean([row[key] for row in rows if row["root"] == root]) for root in roots])
-    std = float(per_root.std(ddof=1)) if per_root.size > 1 else 0.0
-    return float(per_root.mean()), std

@@ -16,8 +16,10 @@ The paper fixes its checkpoint at env step 10,500.  We do not: with the default 
 moves by several points from one check to the next, so a fixed step would export noise.
 
 **Resume.**  ``<run_dir>/last.pt`` holds model, optimiser, value normaliser, generator states and counters,
-written atomically.  A killed run restarted with the same command continues from the last save, losing at
-most ``checkpoint_every`` env steps; the environments start fresh episodes (seeded from the seed and the step
+written atomically with a SHA-256 sidecar; the state before it is kept as ``last.prev.pt`` and used when the
+last one fails its check.  A killed run restarted with the same command (paths may be spelled differently)
+continues from the last save, losing at most ``checkpoint_every`` env steps; ``--no-resume`` over an existing
+run needs ``--force``; the environments start fresh episodes (seeded from the seed and the step
 count) because in-flight episodes are not saved, so a resumed run is reproducible but not bit-identical to
 an uninterrupted one.
 """

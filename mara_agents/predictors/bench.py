@@ -19,7 +19,7 @@ Protocol (fixed and deterministic):
   (best of three, after a warm-up call).
 
 ``python -m mara_agents.predictors.bench`` prints the table and writes it (Markdown, CSV, JSON) with the
-Figure 3 PNGs to ``--out``; :func:`benchmark` returns the table (and the estimates) for ``evaluate.py``.
+Figure 3 PNGs to ``--out`` (default: a new scratch directory); :func:`benchmark` returns the table (and the estimates) for ``evaluate.py``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import tempfile
 import time
 import zlib
 from collections.abc import Mapping, Sequence
@@ -315,25 +316,36 @@ def write_results(rows: Sequence[BenchRow], out: Path, truth_at_horizon: Mapping
     (out / "table.json").write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
 
 
-def main(argv: Sequence[str] | None = None) -> list[BenchRow]:
-    """Command-line entry point: benchmark WLS and FM, print Table 1, write it and Figure 3."""
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command-line settings; without ``--out`` the tables and figures go to a new scratch directory, so the
+    benchmark never replaces the shipped ``results/`` (``evaluate.py table1`` writes those)."""
     parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.bench",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--bank", default=str(DEFAULT_BANK), help="curve bank directory")
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="FM checkpoint")
-    parser.add_argument("--out", default="results/predictors", help="where tables and figures go")
+    parser.add_argument("--out", type=Path, help="where tables and figures go (default: a new scratch directory)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-curve ε and B draws")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for the timing")
     parser.add_argument("--device", default="cpu", help="torch device for FM")
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads must be at least 1, got {args.threads}")
+    if args.out is None:
+        args.out = Path(tempfile.mkdtemp(prefix="mara-bench-"))
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> list[BenchRow]:
+    """Command-line entry point: benchmark WLS and FM, print Table 1, write it and Figure 3."""
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     bank = load_bank(args.bank)
     fm = load_predictor(args.checkpoint, args.device)
     result = benchmark(bank, {"WLS": WLSPredictor(), "FM": fm}, args.seed)
-    out = Path(args.out)
+    out = args.out
     write_results(result.rows, out, result.truth_at_horizon())
     print(format_table(result.rows, result.truth_at_horizon()))
-    print(f"(torch threads: {args.threads}, device: {args.device})")
+    print(f"(torch threads: {args.threads}, device: {args.device}; written to {out})")
     if uncalibrated_families(bank):
         print(f"left out, no calibrated ε/budget rule yet: {', '.join(uncalibrated_families(bank))}")
     if "ID" in result.queries:

@@ -274,6 +274,13 @@ def train(config: FMTrainConfig) -> TrainResult:
     """Run (or resume) stage-I training and write the selected checkpoint with its manifest."""
     if config.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"--device {config.device}: CUDA is not available on this machine")
+    run_dir = Path(config.run_dir)
+    last, best = run_dir / "last.pt", run_dir / "best.pt"
+    if not config.resume and last.exists():
+        if not config.force:
+            raise ValueError(f"{run_dir} already holds a training run; --no-resume would replace it: add --force "
+                             "to do so, or choose another --run-dir")
+        remove_run_state(last)
     torch.set_num_threads(config.threads)
     device = torch.device(config.device)
     bank_sha256 = bank_checksum(config.bank)
@@ -282,14 +289,7 @@ def train(config: FMTrainConfig) -> TrainResult:
     val_set = id_curve_set(bank, "val", config.min_prefix)
     data_sha256 = curves_checksum(train_set, val_set)
     hparams = config.hparams()
-    run_dir = Path(config.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    last, best = run_dir / "last.pt", run_dir / "best.pt"
-    if not config.resume and last.exists():
-        if not config.force:
-            raise ValueError(f"{run_dir} already holds a training run; --no-resume would replace it: add --force "
-                             "to do so, or choose another --run-dir")
-        remove_run_state(last)
 
     model = fresh_model(train_set, config, device)
     optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)

@@ -20,7 +20,7 @@ from mara_env.gym_env import observation_spaces
 from mara_env.live.record import STATUS_NAMES, EpisodeLog, save_episode
 from mara_env.live.runner import BatchRunner, connect
 from mara_env.live.simulator import LiveSimulator
-from mara_env.live.tasks import LiveEpisode, draw_live_episode
+from mara_env.live.tasks import draw_live_episode
 from mara_env.shaping import shaped_reward
 from mara_env.simulator import SUCCEEDED
 
@@ -127,6 +127,7 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.ended = False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start an episode: ``options["episode"]`` (a :class:`LiveEpisode`) or one drawn with ``seed``."""
         super().reset(seed=seed)
         episode = (options or {}).get("episode")
         if episode is None:
@@ -144,6 +145,7 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self.sim.observation(), {"successes": 0, "expirations": 0, "conflicts": 0}
 
     def step(self, action: Any):
+        """Run one batch for every task a node serves (on Ray), reveal the losses, then advance the simulator."""
         if self.log is None or self.ended:
             raise RuntimeError("call reset() before step()" if self.log is None else
                                "the episode has ended; call reset() before step() again")
@@ -204,4 +206,5 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return save_episode(folder, self.log, self.sim.per_batch, self.outcomes(), self.sim.metrics(), sources)
 
     def close(self) -> None:
+        """Release the node actors (a local Ray this env started keeps running until ``ray.shutdown()``)."""
         self.runner.close()

@@ -55,6 +55,7 @@ class EpisodeLog:
         return budgets
 
     def to_json(self, statuses: list[str], metrics: dict[str, float]) -> dict[str, Any]:
+        """The ``episode.json`` document, with each task's final outcome and the episode's metrics."""
         settings = {name: getattr(self.config, name) for name in CONFIG_FIELDS}
         return {"format": FORMAT, "version": VERSION, "config": settings, "history_width": self.history_width,
                 "episode": self.episode.to_json(), "steps": self.steps,

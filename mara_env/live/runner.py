@@ -58,6 +58,7 @@ class NodeActor:
         return warm_up(families, preset, data_root)
 
     def run(self, *args: Any) -> tuple[Any, dict[str, float]]:
+        """One batch: :func:`~mara_env.live.worker.train_batch`'s arguments and results."""
         return self.batch_function(*args)
 
 
@@ -94,7 +95,11 @@ class BatchRunner:
             task.lr, self.states.get(key))
 
     def run(self, jobs: Sequence[tuple[int, int, LiveTask]]) -> StepBatches:
-        """Run one batch for every ``(node, task key, task)``; returns when each has a loss or failed for good."""
+        """Run one batch for every ``(node, task key, task)``; returns when each has a loss or failed for good.
+
+        A failed batch is resubmitted to the same node (Ray restarts a dead actor) with the state reference
+        the driver kept, so the retry starts from the task's last good state.
+        """
         import ray
 
         out = StepBatches()

@@ -28,3 +28,39 @@ class BatchedEDF(EDFPolicy):
     def act_batch(self, observations):
         BatchedEDF.largest_batch = max(BatchedEDF.largest_batch, len(observations))
         return [self.act(observation) for observation in observations]
+
+
+class SlowEDF(EDFPolicy):
+    """EDF that sleeps ``delay`` seconds per step, so an evaluation is still running when a test interrupts it."""
+
+    def __init__(self, delay: float = 0.05) -> None:
+        self.delay = delay
+
+    def act(self, observation):
+        import time
+
+        time.sleep(self.delay)
+        return super().act(observation)
+
+
+class CountingEDF(EDFPolicy):
+    """EDF that counts how often it is built and keeps the keyword arguments it was built with."""
+
+    built = 0
+
+    def __init__(self, depth: int = 1, greedy: bool = False, tag: str = "") -> None:
+        CountingEDF.built += 1
+        self.settings = (depth, greedy, tag)
+
+
+class ThreadProbe(EDFPolicy):
+    """EDF that appends "<pid> <torch threads>" to the file ``path`` at every episode start."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def reset(self) -> None:
+        import torch
+
+        with open(self.path, "a") as handle:
+            handle.write(f"{os.getpid()} {torch.get_num_threads()}\n")

@@ -1,0 +1,79 @@
+"""Checkpoints are verified at load: a flipped byte, non-finite weights or a corrupt run state is refused with a
+message naming the file, and a resumed run falls back to the previous good state."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from mara_agents import make_policy
+from mara_agents.checkpoint_io import CheckpointError, load_run_state, previous_state, save_run_state
+from mara_agents.mat.checkpoint import export_policy
+from mara_agents.mat.model import MATHyperParameters, MATModel
+from mara_agents.predictors.fm import FlowMatchingModel, load_model, save_checkpoint
+
+SHIPPED = Path(__file__).resolve().parents[2] / "mara_agents" / "checkpoints" / "mara_seed0.pt"
+
+
+def flip_byte(path: Path, offset_fraction: float = 0.6) -> None:
+    data = bytearray(path.read_bytes())
+    data[int(len(data) * offset_fraction)] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_a_flipped_byte_in_a_shipped_checkpoint_is_refused(tmp_path):
+    copy = tmp_path / SHIPPED.name
+    shutil.copy(SHIPPED, copy)
+    shutil.copy(SHIPPED.with_suffix(".json"), copy.with_suffix(".json"))
+    make_policy("mara", checkpoint=copy)  # the intact copy loads
+    flip_byte(copy)
+    with pytest.raises(CheckpointError, match=r"mara_seed0\.pt.*corrupt.*SHA-256"):
+        make_policy("mara", checkpoint=copy)
+
+
+def test_non_finite_mat_weights_are_refused_naming_the_file(tmp_path):
+    model = MATModel(MATHyperParameters(dim=8))
+    with torch.no_grad():
+        next(model.parameters()).fill_(float("nan"))
+    path = tmp_path / "nan.pt"
+    export_policy(path, model, "wls", {"note": "all-NaN weights"})
+    with pytest.raises(CheckpointError, match=r"nan\.pt.*non-finite"):
+        make_policy("mara-wls", checkpoint=path)
+
+
+def test_non_finite_fm_weights_are_refused_naming_the_file(tmp_path):
+    model = FlowMatchingModel()
+    with torch.no_grad():
+        next(model.parameters()).fill_(float("inf"))
+    path = tmp_path / "fm_inf.pt"
+    save_checkpoint(path, model)
+    with pytest.raises(CheckpointError, match=r"fm_inf\.pt.*non-finite"):
+        load_model(path)
+
+
+def state(step: int) -> dict:
+    return {"model": {"w": torch.full((3,), float(step))}, "step": step}
+
+
+def test_a_corrupt_run_state_falls_back_to_the_previous_one(tmp_path):
+    path = tmp_path / "last.pt"
+    save_run_state(path, state(1))
+    save_run_state(path, state(2))
+    assert load_run_state(path)["step"] == 2 and previous_state(path).is_file()
+    flip_byte(path)
+    warnings: list[str] = []
+    assert load_run_state(path, warn=warnings.append)["step"] == 1
+    assert "last.pt" in warnings[0] and "last.prev.pt" in warnings[0]
+
+
+def test_when_no_run_state_is_usable_the_error_names_both_files(tmp_path):
+    path = tmp_path / "last.pt"
+    save_run_state(path, state(1))
+    save_run_state(path, state(2))
+    flip_byte(path)
+    flip_byte(previous_state(path))
+    with pytest.raises(CheckpointError, match=r"last\.pt.*corrupt.*last\.prev\.pt"):
+        load_run_state(path)

@@ -81,7 +81,9 @@ def test_training_only_modules_are_not_loaded_by_evaluation():
         "    for _ in range(3):\n"
         "        observation, *_ = env.step(policy.act(observation))\n"
         "print(' '.join(sorted(m for m in sys.modules if m.startswith('mara_agents'))))\n")
-    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = done.stdout.split()
     training = {"mara_agents." + path.removesuffix(".py").replace("/", ".") for path in TRAINING_ONLY}
     assert "mara_agents.mat.model" in loaded, "the probe did not build a MAT policy"
     assert not training & set(loaded), f"evaluation imports training-only modules: {training & set(loaded)}"

@@ -1,6 +1,6 @@
 """The simulator core: one pure-NumPy state machine behind both the Gymnasium and the PettingZoo env.
 
-Step order (DESIGN §3), fixed and tested:
+Step order, fixed and tested (tests/env/test_dynamics.py):
 
 1. apply the joint action: every selected task executes one batch and its new cumulative-average loss is observed;
 2. tasks with L ≤ ε succeed and leave;

@@ -1,4 +1,4 @@
-"""Hand-built episodes pin the step order of DESIGN §3: execute → success → expiry → advance → arrivals → admit."""
+"""Hand-built episodes pin the simulator's step order: execute → success → expiry → advance → arrivals → admit."""
 
 import gymnasium as gym
 import numpy as np

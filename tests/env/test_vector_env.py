@@ -4,10 +4,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
+from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 import mara_env  # noqa: F401  (registers MARA-v0)
-from mara_env.bench import fifo_picks, random_legal_picks
 from curves.bank import load_bank
+from mara_env.bench import fifo_picks, random_legal_picks
 from mara_env.tasksets import TASK_SETS
 from mara_env.shaping import potential, potential_batch
 from mara_env.vector_env import MARAVectorEnv
@@ -166,3 +167,17 @@ def test_batched_potential_sums_exactly_like_the_single_one(width):
     active = rng.random((400, width)) < rng.random((400, 1))
     expected = [potential(row[mask]) for row, mask in zip(progress, active)]
     np.testing.assert_array_equal(potential_batch(progress, active), expected)
+
+
+def test_gymnasium_vector_wrappers_apply_and_the_shaped_return_is_the_success_count(bank_dir):
+    envs = RecordEpisodeStatistics(gym.make_vec("MARA-v0", num_envs=3, bank=str(bank_dir), **SMALL))
+    obs, _ = envs.reset(seed=2)
+    ended = 0
+    for _ in range(500):
+        obs, _, _, _, info = envs.step(fifo_picks(obs))
+        if "episode" in info:
+            done = info["_episode"]
+            ended += int(done.sum())
+            np.testing.assert_allclose(info["episode"]["r"][done], info["episode_metrics"]["successes"][done],
+                                       atol=1e-9)  # paper Eq. 15: Φ is 0 at both ends
+    assert ended >= 3

@@ -117,7 +117,7 @@ class LARAPolicy(PredictiveAllocator):
         ``predicted`` holds the slots' predicted remaining batches (K,)."""
         num_nodes = observation["action_mask"].shape[0]
         slots = present_slots(observation)
-        window = np.rint(steps_to_deadline(observation, slots)).astype(np.int64)
+        window = steps_to_deadline(observation, slots)
         warm = observation["history_len"][slots] < self.warmup
         warm_order = slots[warm][np.argsort(window[warm], kind="stable")]
         reserved = min(1, warm_order.size)

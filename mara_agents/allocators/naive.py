@@ -1,8 +1,9 @@
 """Naive allocators that need no predictor: FIFO, EDF (the paper's baselines) and uniform random.
 
 FIFO and EDF are work-conserving: every node serves a task while unserved active tasks remain.  Both read
-only the observation: a slot's elapsed time since arrival is B·(1 − remaining_time) and its time to
-deadline is B·remaining_time.  Ties go to the lower slot index.
+only the observation: a slot's steps to deadline are B·remaining_time and its steps since arrival
+B − that.  Both are whole numbers of steps and are computed as integers (rounded from the float32 product), so
+equal deadlines or equal waits tie exactly and ties go to the lower slot index.
 """
 
 from __future__ import annotations
@@ -31,8 +32,17 @@ def present_slots(observation: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def steps_to_deadline(observation: dict[str, np.ndarray], slots: np.ndarray) -> np.ndarray:
-    """Steps left before each listed slot's deadline: B · remaining_time (the batches it can still run)."""
-    return observation["budget"][slots] * observation["tasks"][slots, _REMAINING]
+    """Steps left before each listed slot's deadline (the batches it can still run), as integers.
+
+    The observation carries B and the remaining share of B in float32; their product is an integer up to
+    rounding noise, so it is rounded: equal deadlines compare equal and ties go to the lower slot.
+    """
+    return np.rint(observation["budget"][slots] * observation["tasks"][slots, _REMAINING]).astype(np.int64)
+
+
+def steps_since_arrival(observation: dict[str, np.ndarray], slots: np.ndarray) -> np.ndarray:
+    """Steps since each listed slot's task arrived (B minus the steps to its deadline), as integers."""
+    return np.rint(observation["budget"][slots]).astype(np.int64) - steps_to_deadline(observation, slots)
 
 
 class FIFOPolicy:
@@ -43,8 +53,7 @@ class FIFOPolicy:
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         slots = present_slots(observation)
-        elapsed = observation["budget"][slots] * (1.0 - observation["tasks"][slots, _REMAINING])
-        order = slots[np.argsort(-elapsed, kind="stable")]
+        order = slots[np.argsort(-steps_since_arrival(observation, slots), kind="stable")]
         return serve_in_order(order, observation["action_mask"].shape[0])
 
 

@@ -10,7 +10,8 @@ shipped checkpoints' SHA-256.  When one of them changes on purpose (a retrained 
 
     .venv/bin/python tests/evaluation/refactor_fixture.py
 
-and say in the commit why the rows changed.
+and say in the commit why the rows changed.  Re-recording replays the stored workloads; ``--redraw`` draws new
+ones with the current task sets (only when the stored ones no longer load).
 """
 
 from __future__ import annotations
@@ -80,14 +81,16 @@ def play(bank_dir: Path, workloads: dict[str, Any], directory: Path) -> list[dic
     return results.rows
 
 
-def record() -> Path:
-    """Draw the workloads from a fresh synthetic bank, play them, and write the fixture."""
+def record(redraw: bool = False) -> Path:
+    """Play the stored workloads (or, with ``redraw`` or no fixture yet, newly drawn ones) on a fresh synthetic
+    bank, and write the fixture."""
     sys.path.insert(0, str(TESTS))
     from synthetic_bank import build_synthetic_bank
 
     with tempfile.TemporaryDirectory() as tmp:
         bank_dir = build_synthetic_bank(Path(tmp) / "bank")
-        workloads = draw_workloads(bank_dir)
+        stored = None if redraw or not FIXTURE.is_file() else json.loads(FIXTURE.read_text())["workloads"]
+        workloads = stored or draw_workloads(bank_dir)
         rows = play(bank_dir, workloads, Path(tmp) / "workloads")
         document = {"about": __doc__.split("\n\n")[0], "record_command": RECORD_COMMAND,
                     "synthetic_bank_sha256": bank_content_sha256(bank_dir), "checkpoints": checkpoint_hashes(),
@@ -98,4 +101,4 @@ def record() -> Path:
 
 
 if __name__ == "__main__":
-    print(f"wrote {record()}")
+    print(f"wrote {record(redraw='--redraw' in sys.argv[1:])}")

@@ -97,3 +97,11 @@ def test_sparse_reward_trains_and_is_recorded(bank_dir, tmp_path):
     manifest = json.loads(result.checkpoint.with_suffix(".json").read_text())
     assert manifest["method"] == "mara-wls-sparse" and manifest["config"]["env"]["reward"] == "sparse"
     assert torch.load(result.checkpoint, weights_only=True)["predictor"] == "wls"
+
+
+def test_a_run_resumes_when_its_paths_are_spelled_differently(bank_dir, tmp_path, capsys):
+    run = tmp_path / "run"
+    train(tiny_config(bank_dir, run, steps=20, validate_every=0))
+    respelled_bank = str(bank_dir.parent / "." / bank_dir.name)
+    resumed = train(tiny_config(bank_dir, tmp_path / "." / "run", steps=40, validate_every=0, bank=respelled_bank))
+    assert "resumed" in capsys.readouterr().out and resumed.global_step == 40

@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                           help="num_gpus per curve (default 1 with a cuda device, else 0; fractions pack curves)")
     ray_args.add_argument("--family-resources", nargs="*", default=[], metavar="NAME=CPUS[:GPUS]",
                           help="per-family resources, e.g. resnet34_cifar10=2:1")
-    ray_args.add_argument("--retries", type=int, default=2, help="resubmissions of a failed curve before it is reported")
+    ray_args.add_argument("--retries", type=int, default=2,
+                          help="resubmissions of a failed curve before it is reported")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     torch.set_num_threads(args.threads)

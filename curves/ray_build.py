@@ -181,6 +181,8 @@ def run_cli(args: Any, families: list[str]) -> int:
 
     try:
         family_resources = parse_family_resources(args.family_resources)
+        if args.retries < 0:
+            raise ValueError(f"--retries must be at least 0, got {args.retries}")
     except (ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

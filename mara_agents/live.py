@@ -43,9 +43,11 @@ def play_episode(env: LiveMARAEnv, policy: Policy, seed: int, episode: LiveEpiso
         observation, _, terminated, truncated, info = env.step(action)
         done = terminated or truncated
         successes, expiries = successes + info["successes"], expiries + info["expirations"]
-        steps.append({"policy_s": policy_s, **{k: v for k, v in info["live"].items() if k != "failed"}})
+        timing = env.log.steps[-1]
+        steps.append({"policy_s": policy_s, **{k: v for k, v in timing.items() if k.endswith("_s") or k == "retries"}})
         bar.update(1)
-        bar.set_postfix(succeeded=successes, expired=expiries, step_ms=f"{1e3 * (policy_s + steps[-1]['dispatch_s']):.0f}")
+        step_ms = 1e3 * (policy_s + steps[-1]["dispatch_s"])
+        bar.set_postfix(succeeded=successes, expired=expiries, step_ms=f"{step_ms:.0f}")
     bar.close()
     return steps
 

@@ -79,8 +79,9 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     ## Episode End
     Terminates as ``MARA-v0`` does; with ``max_steps`` also truncates after that many steps (tasks still in
-    the system are reported as ``running`` / ``queued``). ``info["live"]`` carries the step's dispatch wall
-    time, batch compute (slowest batch and sum), retries and failed tasks.
+    the system are reported as ``running`` / ``queued``). ``info["failed"]`` lists tasks whose recipe failed
+    for good in the step. The step's timings (dispatch wall time, slowest and summed batch compute, time in
+    the workers) and retries are in ``env.log.steps[-1]``, not in ``info``, which stays deterministic.
 
     ## Faults
     A batch whose worker raised or died is rerun from the task's last state, up to ``attempts`` times; a
@@ -178,7 +179,7 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                                "failed": sorted(batches.failed), "successes": outcome.successes,
                                "expirations": outcome.expirations, "conflicts": outcome.conflicts, **timing})
         info: dict[str, Any] = {"successes": outcome.successes, "expirations": outcome.expirations,
-                                "conflicts": outcome.conflicts, "live": {**timing, "failed": sorted(batches.failed)}}
+                                "conflicts": outcome.conflicts, "failed": sorted(batches.failed)}
         if cfg.conflicts == "repair":
             info["repaired"] = int(np.count_nonzero(picks != requested))
         limit = self.settings.max_steps

@@ -16,3 +16,20 @@ def test_bad_arguments_print_one_error_line(argv, message, capsys):
     assert main(argv + ["--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+
+
+@pytest.mark.parametrize("argv, message", [(["--family-resources", "cnn_fmnist=lots"], "NAME=CPUS"),
+                                           (["--family-resources", "nope=1"], "unknown family 'nope'"),
+                                           (["--retries", "-1"], "--retries")])
+def test_build_bank_on_ray_rejects_bad_settings_with_one_line(argv, message, capsys, tmp_path):
+    import torch
+
+    from curves.build_bank import main as build_main
+
+    threads = torch.get_num_threads()
+    try:
+        assert build_main(["--ray", "--bank", str(tmp_path), *argv]) == 2
+    finally:
+        torch.set_num_threads(threads)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]

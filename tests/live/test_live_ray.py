@@ -128,6 +128,23 @@ def test_the_recorded_bank_holds_each_task_s_losses_as_the_offline_curve(fifo_ru
         torch.set_num_threads(threads)
 
 
+def test_the_live_env_passes_gymnasium_s_env_checker(live_env):
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(live_env, skip_render_check=True, skip_close_check=True)
+
+
+def test_the_live_env_has_mara_v0_s_spaces(live_env):
+    import gymnasium as gym
+
+    import mara_env  # noqa: F401  (registers MARA-v0)
+
+    simulated = gym.make("MARA-v0", num_nodes=CONFIG.num_nodes, max_active=CONFIG.max_active,
+                         arrival_window=CONFIG.arrival_window)
+    assert live_env.action_space == simulated.action_space
+    assert live_env.observation_space == simulated.observation_space
+
+
 @pytest.mark.parametrize("how", ["kill", "raise"])
 def test_a_worker_that_dies_mid_batch_is_retried_from_the_task_s_last_state(live_env, fifo_run, faults, tmp_path,
                                                                              how):

@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/pip install --quiet -e ".[test,curves,sb3,rllib,supersuit]"
+	$(BIN)/pip install --quiet -e ".[test,curves,ray,sb3,rllib,supersuit]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -3,7 +3,9 @@
 ``import mara_env`` registers ``MARA-v0`` with Gymnasium (``gym.make("MARA-v0")``; ``gym.make_vec("MARA-v0",
 num_envs=N)`` gives the native batched :class:`mara_env.vector_env.MARAVectorEnv`, ``vectorization_mode="sync"``
 or ``"async"`` the generic wrappers) and, where the installed PettingZoo has a registry, the AEC and parallel
-variants with PettingZoo. This package imports neither torch nor ``mara_agents``.
+variants with PettingZoo. ``MARA-live-v0`` is the same contract over real training batches run on Ray
+(:class:`mara_env.live.env.LiveMARAEnv`; needs the ``[ray]`` extra). This package imports neither torch nor
+``mara_agents``.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ __all__ = ["MARAConfig", "Episode", "Workload", "TASK_SETS", "env", "parallel_en
            "save_workload", "oracle_successes", "register_task_set"]
 
 ENV_ID = "MARA-v0"
+LIVE_ENV_ID = "MARA-live-v0"
 
 if ENV_ID not in gymnasium.registry:
     gymnasium.register(id=ENV_ID, entry_point="mara_env.gym_env:MARAEnv",
                        vector_entry_point="mara_env.vector_env:MARAVectorEnv")
+if LIVE_ENV_ID not in gymnasium.registry:
+    gymnasium.register(id=LIVE_ENV_ID, entry_point="mara_env.live.env:LiveMARAEnv")
 
 if hasattr(pettingzoo, "register") and hasattr(pettingzoo, "aec_registry"):
     if ENV_ID not in pettingzoo.aec_registry:

@@ -77,16 +77,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     and one greedy episode's metrics and masked picks."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=20, help="training iterations")
-    parser.add_argument("--batch-size", type=int, default=4000, help="agent steps per iteration")
+    parser.add_argument("--batch-size", type=int, default=4000, help="env steps per training iteration")
     parser.add_argument("--bank", default=None, help="curve bank directory (default: the shipped bank)")
     parser.add_argument("--arrival-window", type=int, default=500, help="T, steps during which tasks arrive")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.iterations < 1 or args.batch_size < 1:
+        parser.error("--iterations and --batch-size must be positive")
 
     import ray
 
     env_config = {"arrival_window": args.arrival_window, **({"bank": args.bank} if args.bank else {})}
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    started = not ray.is_initialized()  # leave a Ray the caller started running
+    if started:
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         algo = build_config(env_config, args.batch_size, args.seed).build_algo()
         returns = []
@@ -100,7 +104,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         algo.stop()
         return {"returns": returns, "metrics": metrics, "masked_picks": masked}
     finally:
-        ray.shutdown()
+        if started:
+            ray.shutdown()
 
 
 if __name__ == "__main__":

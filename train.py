@@ -1,8 +1,10 @@
 """Train MARA's two stages: ``python train.py fm …`` (the flow-matching predictor, stage I) and
 ``python train.py mat --seed S [--predictor fm|wls] [--reward shaped|sparse] [--steps 100000] [--device cuda]``
-(the MAT allocator, stage II).  ``python train.py {fm,mat} --help`` lists every setting; each command line is
-generated from the stage's settings dataclasses (:class:`~mara_agents.predictors.train.FMTrainConfig`,
-:class:`~mara_agents.mat.config.MATTrainConfig`).  A bad setting or an unusable file is one line on stderr and
+(the MAT allocator, stage II); ``python train.py mat-il --seed S`` trains MAT-IL, our imitation recipe for the
+same allocator (not the paper's; ``docs/learned_allocator.md``).  ``python train.py {fm,mat,mat-il} --help``
+lists every setting; each command line is generated from the stage's settings dataclasses
+(:class:`~mara_agents.predictors.train.FMTrainConfig`, :class:`~mara_agents.mat.config.MATTrainConfig`,
+:class:`~mara_agents.mat.il_train.MATILConfig`).  A bad setting or an unusable file is one line on stderr and
 exit status 2."""
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-USAGE = "usage: python train.py {fm,mat} [options]   (python train.py fm --help, python train.py mat --help)"
+USAGE = ("usage: python train.py {fm,mat,mat-il} [options]   (python train.py fm --help, python train.py mat --help, "
+         "python train.py mat-il --help)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -20,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mara_env.workload import WorkloadError
 
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] not in ("fm", "mat"):
+    if not args or args[0] not in ("fm", "mat", "mat-il"):
         print(USAGE, file=sys.stderr)
         return 2
     stage, rest = args[0], args[1:]
@@ -28,6 +31,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if stage == "fm":
             from mara_agents.predictors.train import main as train_fm
             train_fm(rest)
+            return 0
+        if stage == "mat-il":
+            from mara_agents.mat.il_train import main as train_il
+            result = train_il(rest)
+            print(f"MAT-IL checkpoint {result.checkpoint} (+ .json manifest); {result.global_step} env steps, "
+                  f"{result.seconds:.0f} s wall, {result.steps_per_second:.0f} env steps/s while collecting")
             return 0
         from mara_agents.mat.config import parse_config
         from mara_agents.mat.train import train as train_mat

@@ -1,0 +1,176 @@
+"""DAgger (Ross et al., 2011) from the privileged expert into the MAT allocator: the imitation phase.
+
+Each round plays N environments for a number of vector steps.  At every step each environment's joint
+action comes from the expert (:class:`~mara_agents.mat.experts.PrivilegedSlackExpert`) with probability β
+and otherwise from the current student, decoded greedily as it is deployed; whoever acted, the state is
+labelled with the expert's joint action.  The labelled states of all rounds are kept (the aggregated data
+set), and after each round the student is trained on all of them by maximum likelihood of the expert's joint
+action under teacher forcing (the sum over nodes of log π(a_i | o, a_<i)).  Round 0 uses β = 1 (behaviour
+cloning); round r uses β = ``beta_decay`` ** r, so later rounds visit the states the student itself reaches.
+
+Only **contended** states are kept — more occupied slots than nodes.  Elsewhere the greedy, work-conserving
+decoder serves every task whatever the policy ranks first, so those labels teach nothing that changes an
+outcome.  The student sees what the deployed policy sees (tokens of the observation and the frozen
+predictor's estimates); only the labels use the simulator's true remaining batches.
+
+**Mixed load.**  The N environments' arrival loads are spread evenly over ``[load_low, load_high]``
+(``mixed_loads``), so one data set covers the light loads the check workloads use and the heavy ones the
+paper tests (p up to 0.07); ``stress_envs`` of them may play the stress construction (§5.4) instead, on
+train/val curves, so the student also sees states in which most slots hold hopeless tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from mara_agents.mat.experts import PrivilegedObservation, PrivilegedSlackExpert
+from mara_agents.mat.model import MATModel, token_tensors
+from mara_agents.mat.tokens import build_tokens
+from mara_agents.predictors.demand import Demand
+from mara_env.config import MARAConfig
+from mara_env.gym_env import MARAEnv
+
+
+@dataclass(frozen=True)
+class ImitationSettings:
+    """The DAgger phase's settings."""
+
+    rounds: int = field(default=6, metadata={"help": "DAgger rounds (round 0 is behaviour cloning)"})
+    round_steps: int = field(default=10_000, metadata={
+        "help": "environment steps played per DAgger round (all environments together)"})
+    beta_decay: float = field(default=0.5, metadata={
+        "help": "round r acts with the expert with probability beta_decay**r, else with the greedy student"})
+    bc_epochs: int = field(default=4, metadata={"help": "passes over the aggregated data set after each round"})
+    bc_batch: int = field(default=256, metadata={"help": "states per imitation minibatch"})
+    bc_lr: float = field(default=1e-3, metadata={"help": "Adam learning rate of the imitation phase"})
+    bc_grad_norm: float = field(default=1.0, metadata={"help": "gradient-norm clip of the imitation phase"})
+    load_low: float = field(default=0.04, metadata={"help": "lowest arrival load of the mixed-load environments"})
+    load_high: float = field(default=0.07, metadata={"help": "highest arrival load of the mixed-load environments"})
+    stress_envs: int = field(default=0, metadata={
+        "help": "of the environments, this many play stress-test episodes (train/val curves) instead of mixtures"})
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stress_envs, bool) or not isinstance(self.stress_envs, int) or self.stress_envs < 0:
+            raise ValueError(f"stress_envs must be an integer ≥ 0, got {self.stress_envs!r}")
+        for name in ("rounds", "round_steps", "bc_epochs", "bc_batch"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
+        if not 0.0 <= self.beta_decay <= 1.0:
+            raise ValueError(f"beta_decay must lie in [0, 1], got {self.beta_decay!r}")
+        if not 0.0 < self.bc_lr <= 1.0:
+            raise ValueError(f"bc_lr must lie in (0, 1], got {self.bc_lr!r}")
+        if not self.bc_grad_norm > 0.0:
+            raise ValueError(f"bc_grad_norm must be > 0, got {self.bc_grad_norm!r}")
+        if not 0.0 <= self.load_low <= self.load_high <= 1.0:
+            raise ValueError(f"need 0 ≤ load_low ≤ load_high ≤ 1, got {self.load_low!r} and {self.load_high!r}")
+
+
+def mixed_loads(low: float, high: float, num_envs: int) -> list[float]:
+    """Arrival loads of ``num_envs`` environments, evenly spaced over [low, high]."""
+    return np.linspace(low, high, num_envs).tolist()
+
+
+def environment_configs(base: MARAConfig, settings: ImitationSettings, num_envs: int) -> list[MARAConfig]:
+    """The DAgger environments: mixtures at loads spread over the range, then ``stress_envs`` stress tests."""
+    if settings.stress_envs >= num_envs:
+        raise ValueError(f"stress_envs ({settings.stress_envs}) must leave at least one of the {num_envs} "
+                         "environments for mixtures")
+    mixtures = num_envs - settings.stress_envs
+    loads = mixed_loads(settings.load_low, settings.load_high, mixtures)
+    return ([base.replace(arrival_prob=p) for p in loads]
+            + [base.replace(task_set="stress", arrival_prob=0.0)] * settings.stress_envs)
+
+
+@dataclass
+class LabelledStates:
+    """The aggregated data set: student inputs (tokens) and the expert's joint actions."""
+
+    slots: list[np.ndarray] = field(default_factory=list)
+    glob: list[np.ndarray] = field(default_factory=list)
+    present: list[np.ndarray] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return sum(len(a) for a in self.actions)
+
+    def tensors(self, device: torch.device) -> tuple[torch.Tensor, ...]:
+        """(slots, glob, present, actions) of every state so far, on ``device``."""
+        return tuple(torch.as_tensor(np.concatenate(part), device=device)
+                     for part in (self.slots, self.glob, self.present, self.actions))
+
+
+class ExpertRollout:
+    """N privileged environments (one per config); plays and labels states for DAgger."""
+
+    def __init__(self, configs: list[MARAConfig], demand: Demand, seed: int, device: torch.device):
+        self.envs = [PrivilegedObservation(MARAEnv(config=config)) for config in configs]
+        self.demand = demand
+        self.device = device
+        self.expert = PrivilegedSlackExpert()
+        seeds = np.random.SeedSequence(seed).generate_state(len(configs))
+        self.observations = [env.reset(seed=int(s))[0] for env, s in zip(self.envs, seeds)]
+        self.num_nodes = configs[0].num_nodes
+        self.finished: list[float] = []  # success rates of episodes ended since the last drain
+
+    @torch.no_grad()
+    def collect(self, model: MATModel, vector_steps: int, beta: float, rng: np.random.Generator,
+                data: LabelledStates) -> None:
+        """Play ``vector_steps`` steps, each env acting with the expert with probability ``beta``; append the
+        contended states with the expert's labels to ``data``."""
+        for _ in range(vector_steps):
+            stacked, predicted = self.demand.stacked(self.observations)
+            tokens = build_tokens(stacked, predicted)
+            labels = self.expert.act_batch(self.observations)
+            actions = labels
+            use_student = rng.random(len(self.envs)) >= beta
+            if use_student.any():
+                student, _, _ = model.act(*token_tensors(tokens, self.device))
+                actions = np.where(use_student[:, None], student.cpu().numpy(), labels)
+            contended = tokens.present.sum(-1) > self.num_nodes
+            for part, value in zip((data.slots, data.glob, data.present, data.actions),
+                                   (tokens.slots, tokens.glob, tokens.present, labels)):
+                part.append(value[contended])
+            for i, (env, action) in enumerate(zip(self.envs, actions)):
+                observation, _, terminated, _, info = env.step(action)
+                if terminated:
+                    self.finished.append(info["episode_metrics"]["success_rate"])
+                    observation, _ = env.reset()
+                self.observations[i] = observation
+
+    def drain_finished(self) -> list[float]:
+        """Success rates of the episodes that ended since the last call."""
+        finished, self.finished = self.finished, []
+        return finished
+
+
+def imitation_loss(model: MATModel, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,
+                   actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean over states of −log π(expert joint action), fraction of node choices the student ranks first)."""
+    log_probs, _, _ = model.evaluate(slots, glob, present, actions)
+    return -log_probs.sum(-1).mean(), (log_probs > np.log(0.5)).float().mean()
+
+
+def fit(model: MATModel, optimizer: torch.optim.Optimizer, data: LabelledStates, settings: ImitationSettings,
+        generator: torch.Generator, device: torch.device) -> dict[str, float]:
+    """``bc_epochs`` shuffled passes over the aggregated data; returns the mean loss and agreement."""
+    slots, glob, present, actions = data.tensors(device)
+    model.train()
+    totals, batches = np.zeros(2), 0
+    for _ in range(settings.bc_epochs):
+        order = torch.randperm(len(actions), generator=generator).to(device)
+        for start in range(0, len(order), settings.bc_batch):
+            rows = order[start:start + settings.bc_batch]
+            loss, agreement = imitation_loss(model, slots[rows], glob[rows], present[rows], actions[rows])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), settings.bc_grad_norm)
+            optimizer.step()
+            totals += (loss.item(), agreement.item())
+            batches += 1
+    loss, agreement = totals / max(batches, 1)
+    return {"imitation_loss": float(loss), "agreement": float(agreement)}

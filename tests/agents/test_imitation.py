@@ -1,0 +1,151 @@
+"""MAT-IL: the privileged expert, DAgger's labelled states, the imitation fit and the recipe end to end."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import train as train_cli
+from curves.bank import load_bank
+from mara_agents.allocators.mat import load_mat_policy
+from mara_agents.mat.experts import TRUE_REMAINING, PrivilegedObservation, PrivilegedSlackExpert
+from mara_agents.mat.il_train import MATILConfig, parse_config, train_il
+from mara_agents.mat.imitation import ExpertRollout, ImitationSettings, LabelledStates, environment_configs, fit
+from mara_agents.mat.model import MATHyperParameters, MATModel
+from mara_agents.predictors.demand import make_demand
+from mara_agents.runner import evaluate_workload
+from mara_env.config import MARAConfig
+from mara_env.gym_env import MARAEnv
+
+from conftest import hand_observation
+
+BUSY = 0.3  # an arrival load at which the synthetic episodes soon hold more tasks than nodes
+
+
+def tiny_il_config(bank_dir, run_dir, **changes) -> MATILConfig:
+    """Two DAgger rounds of 40 env steps over WLS, a 16-dim model, one-episode validation workloads."""
+    imitation = ImitationSettings(rounds=2, round_steps=40, bc_epochs=2, bc_batch=16, load_low=BUSY, load_high=BUSY)
+    settings = dict(predictor="wls", num_envs=2, validation_roots=1, validation_episodes=1,
+                    validation_stress_episodes=1, run_dir=str(run_dir), env=MARAConfig(bank=str(bank_dir)),
+                    imitation=imitation, model=MATHyperParameters(dim=16))
+    return MATILConfig(**{**settings, **changes})
+
+
+def test_true_remaining_is_the_distance_to_the_first_crossing_of_the_replayed_curve(bank_dir):
+    env = PrivilegedObservation(MARAEnv(config=MARAConfig(bank=str(bank_dir), arrival_prob=BUSY)))
+    bank = load_bank(bank_dir)
+    observation, _ = env.reset(seed=3)
+    checked = 0
+    for _ in range(30):
+        sim = env.unwrapped.engine.sim
+        for slot, task in enumerate(sim.slot_task.tolist()):
+            if task < 0:
+                assert observation[TRUE_REMAINING][slot] == 0
+                continue
+            below = np.flatnonzero(bank.cumavg(sim.episode.curve[task]) <= sim.episode.eps[task])
+            assert below.size, "the synthetic curves all reach their targets within the recorded length"
+            assert observation[TRUE_REMAINING][slot] == below[0] + 1 - observation["history_len"][slot]
+            checked += 1
+        observation, *_ = env.step(np.arange(1, 8))
+    assert checked > 30
+
+
+def test_the_expert_serves_warm_up_then_feasible_least_slack_then_hopeless():
+    # slots: 0 warm-up (late deadline), 1 feasible slack 40, 2 hopeless, 3 feasible slack 5, 4 warm-up (early)
+    observation = hand_observation([10, 10, 10, 10, 1], [90, 60, 30, 25, 50], nodes=5)
+    observation[TRUE_REMAINING] = np.array([100, 20, 80, 20, 100], dtype=np.float32)
+    observation["history_len"][0] = 2
+    action = PrivilegedSlackExpert().act(observation)
+    assert action.tolist() == [5, 1, 4, 2, 3]
+
+
+def test_the_expert_refuses_an_observation_without_true_demand():
+    with pytest.raises(ValueError, match="true_remaining"):
+        PrivilegedSlackExpert().act(hand_observation([4, 4], [10, 20]))
+
+
+def test_the_environments_spread_the_load_and_add_stress_tests():
+    settings = ImitationSettings(load_low=BUSY, load_high=0.4, stress_envs=1)
+    configs = environment_configs(MARAConfig(), settings, 4)
+    assert [c.arrival_prob for c in configs[:3]] == pytest.approx([0.3, 0.35, 0.4])
+    assert [c.task_set for c in configs] == ["id", "id", "id", "stress"]
+    with pytest.raises(ValueError, match="stress_envs"):
+        environment_configs(MARAConfig(), settings, 1)
+
+
+def test_dagger_keeps_only_contended_states_labelled_by_the_expert(bank_dir):
+    config = MARAConfig(bank=str(bank_dir))
+    settings = ImitationSettings(load_low=BUSY, load_high=0.4, stress_envs=1)
+    rollout = ExpertRollout(environment_configs(config, settings, 3), make_demand("wls"), seed=0,
+                            device=torch.device("cpu"))
+    data = LabelledStates()
+    model = MATModel(MATHyperParameters(dim=16))
+    rollout.collect(model, 60, beta=0.5, rng=np.random.default_rng(0), data=data)
+    slots, glob, present, actions = data.tensors(torch.device("cpu"))
+    assert len(data) == len(actions) > 0
+    assert (present.sum(-1) > config.num_nodes).all()
+    # A contended state's expert label serves every node, each on a distinct occupied slot.
+    assert (actions > 0).all()
+    assert all(len(set(row)) == config.num_nodes for row in actions.tolist())
+    assert present.gather(1, actions - 1).all()
+
+
+def test_fitting_the_expert_raises_the_likelihood_of_its_actions(bank_dir):
+    torch.manual_seed(0)
+    rollout = ExpertRollout([MARAConfig(bank=str(bank_dir), arrival_prob=BUSY)] * 2, make_demand("wls"), seed=1,
+                            device=torch.device("cpu"))
+    data = LabelledStates()
+    model = MATModel(MATHyperParameters(dim=16))
+    rollout.collect(model, 80, beta=1.0, rng=np.random.default_rng(0), data=data)
+    settings = ImitationSettings(bc_epochs=1, bc_batch=32, bc_lr=3e-3)
+    optimizer = torch.optim.Adam(model.parameters(), lr=settings.bc_lr)
+    generator = torch.Generator().manual_seed(0)
+    first = fit(model, optimizer, data, settings, generator, torch.device("cpu"))
+    for _ in range(8):
+        last = fit(model, optimizer, data, settings, generator, torch.device("cpu"))
+    assert last["imitation_loss"] < 0.8 * first["imitation_loss"]
+    assert last["agreement"] > first["agreement"]
+
+
+def test_the_recipe_exports_the_best_validated_student_with_a_manifest_and_logs(bank_dir, short_file, tmp_path):
+    run = tmp_path / "run"
+    result = train_il(tiny_il_config(bank_dir, run))
+    manifest = json.loads(result.checkpoint.with_suffix(".json").read_text())
+    assert manifest["method"] == "mat-il" and manifest["paper_recipe"] is False
+    scores = manifest["validation_scores"]
+    assert [entry["step"] for entry in scores] == [40, 80][:len(scores)]
+    assert manifest["step"] == max(scores, key=lambda entry: entry["success_rate"])["step"]
+    assert manifest["data"]["arrival_prob"] == [BUSY, BUSY] and result.global_step == 80
+    assert any((run / "tb").iterdir())
+    policy = load_mat_policy(result.checkpoint)
+    rows = evaluate_workload(policy, short_file, bank=bank_dir, episodes=[0], arrival_window=40)
+    assert 0.0 <= rows[0]["success_rate"] <= 1.0 and rows[0]["conflicts"] == 0
+    with pytest.raises(ValueError, match="--force"):
+        train_il(tiny_il_config(bank_dir, run))
+
+
+def test_the_same_seed_gives_the_same_student(bank_dir, tmp_path):
+    weights = []
+    for name in ("a", "b"):
+        result = train_il(tiny_il_config(bank_dir, tmp_path / name))
+        weights.append(torch.load(result.checkpoint, weights_only=False)["state_dict"])
+    assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
+
+
+def test_the_command_line_is_generated_and_bad_values_are_usage_errors(capsys):
+    config = parse_config(["--seed", "2", "--rounds", "3", "--load-high", "0.06", "--dim", "128", "--device", "cpu"])
+    assert (config.seed, config.imitation.rounds, config.imitation.load_high, config.model.dim) == (2, 3, 0.06, 128)
+    with pytest.raises(SystemExit) as exited:
+        train_cli.main(["mat-il", "--load-low", "0.08", "--load-high", "0.05"])
+    assert exited.value.code == 2
+    assert "error: need 0 ≤ load_low ≤ load_high" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_whole_recipe_runs_on_cuda(bank_dir, tmp_path):
+    result = train_il(tiny_il_config(bank_dir, tmp_path / "run", device="cuda"))
+    manifest = json.loads(result.checkpoint.with_suffix(".json").read_text())
+    assert manifest["config"]["device"] == "cuda" and result.global_step == 80

@@ -51,7 +51,8 @@ REPRODUCE = (
     "table2 fig4`), and use `--methods`, `--task-sets`, `--loads`, `--roots`, `--episodes`, `--quick` or "
     "`--out DIR` to change what and where, and `--readme README.md` to replace this section with the run's "
     "own (with its machine and wall time). Your own allocator runs on the same workloads with `--policy "
-    "mypkg.mymod:MyPolicy` (called without arguments; it must provide `reset()` and `act(observation)`). "
+    "NAME=mypkg.mymod:MyPolicy:key=value,...` (it must provide `reset()` and `act(observation)`; "
+    "see `docs/agents.md`). "
     "Finished episodes are cached in `results/cache.sqlite` under a key of the workload, bank, simulator "
     "code, policy code and checkpoint contents, so an interrupted run resumes and a changed input is "
     "recomputed.")

@@ -70,3 +70,23 @@ def test_policies_play_the_pettingzoo_parallel_env(policies, bank_dir):
         observations, _, _, _, infos = env.step(actions)
         assert all(info["conflicts"] == 0 for info in infos.values())
     assert np.isfinite(list(actions.values())).all()
+
+
+def test_playing_mara_imports_no_training_code():
+    """A fresh interpreter builds and plays ``mara``: no PPO, rollout, training or config module is loaded."""
+    import subprocess
+    import sys
+
+    script = ("import sys, gymnasium as gym\n"
+              "from mara_agents import make_policy\n"
+              "policy = make_policy('mara')\n"
+              "env = gym.make('MARA-v0')\n"
+              "observation, _ = env.reset(seed=0)\n"
+              "env.step(policy.act(observation))\n"
+              "print(' '.join(m for m in sys.modules if m.startswith('mara_agents')))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = set(done.stdout.split())
+    assert "mara_agents.allocators.mat" in loaded
+    training = {f"mara_agents.mat.{name}" for name in ("train", "ppo", "rollout", "config", "validation")}
+    assert not loaded & training, loaded & training

@@ -330,6 +330,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
+    if args.seed < 0:
+        parser.error(f"--seed must be at least 0, got {args.seed}")
     if args.out is None:
         args.out = Path(tempfile.mkdtemp(prefix="mara-bench-"))
     return args

@@ -69,7 +69,8 @@ def source_fingerprint(obj: Any) -> str:
 # Modules only training imports: building and playing any built-in policy never loads them (a test checks
 # this in a fresh interpreter), so editing them must not throw away hours of cached evaluation.
 TRAINING_ONLY = ("mat/train.py", "mat/config.py", "mat/validation.py", "mat/ppo.py", "mat/rollout.py",
-                 "predictors/train.py", "predictors/bench.py", "config_cli.py")
+                 "mat/experts.py", "mat/imitation.py", "mat/il_train.py", "predictors/train.py",
+                 "predictors/bench.py", "config_cli.py", "live.py")
 
 
 @lru_cache(maxsize=1)

@@ -5,8 +5,7 @@ Layout of a bank directory::
     manifest.json      format, version, family rules, one record per curve
     <family>.npz       one float32 array of per-batch losses per curve, keyed "<split>_<index:03d>"
 
-Only per-batch losses are stored; the cumulative-average curve L(s) (mean of the first s per-batch losses,
-DESIGN §2) is derived on load in float64, so it is exact up to float32 storage of the raw losses.
+Only per-batch losses are stored; the cumulative-average curve L(s) (mean of the first s per-batch losses) is derived on load in float64, so it is exact up to float32 storage of the raw losses.
 
 Every write is atomic (temporary file + ``os.replace``) so an interrupted generator never leaves a torn file,
 and the manifest is always written after the arrays it describes.  This module is pure NumPy: the simulator
@@ -69,7 +68,7 @@ class CurveRecord:
 
 @dataclass(frozen=True)
 class FamilySpec:
-    """A task family and its calibrated task rules (DESIGN §4).
+    """A task family and its calibrated task rules.
 
     ``eps`` is ``{"kind": "scaled", "base": b, "low": 0.9, "high": 1.1}`` (ε = b·U[low, high]) or
     ``{"kind": "loguniform", "low": a, "high": b}`` (the paper's per-family rules, Table 6); ``crossing``

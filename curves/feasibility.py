@@ -1,4 +1,4 @@
-"""Independent feasibility of random tasks drawn from a family (the Oracle's success rate, DESIGN §3).
+"""Independent feasibility of random tasks drawn from a family (the Oracle's success rate).
 
 A task (curve, ε, B) is feasible when min_{s ≤ B} L(s) ≤ ε, with L the cumulative-average loss.  For a fixed
 curve and B this is a threshold on ε, so the probability over the family's ε rule has a closed form; we
@@ -59,7 +59,7 @@ def per_curve_feasibility(cumavg: Sequence[np.ndarray], eps_rule: dict[str, Any]
 def early_feasibility(cumavg: Sequence[np.ndarray], eps_rule: dict[str, Any], batches: int = 4) -> float:
     """Probability that a random task is reached within its first ``batches`` batches.
 
-    With the default 4 that is before any predictor has enough history to forecast it (DESIGN §5), so such a
+    With the default 4 that is before any predictor has enough history to forecast it, so such a
     task's success depends on being served at all, not on which tasks an allocator prefers.  A family where
     this is large has curves that start at or below many of its ε draws: ε, not training, decides its tasks.
     """

@@ -1,4 +1,4 @@
-"""Names and order of the observation's per-slot and global features (DESIGN §3).
+"""Names and order of the observation's per-slot and global features (docs/environment.md).
 
 Agents index observations through these constants, never through the simulator's internals, so the
 observation layout is defined in exactly one place.

@@ -1,4 +1,4 @@
-"""The fixed evaluation workloads (DESIGN §4): generated once from the shipped bank's test curves.
+"""The fixed evaluation workloads: generated once from the shipped bank's test curves.
 
 For each task set (id, rl_ood, vit_ood) and load p ∈ {0.04, 0.05, 0.06, 0.07}: 5 roots × 12 episodes, one
 file per (task set, load); plus ``stress.json`` (5 roots × 12 episodes of the stress test).  Every root has

@@ -1,4 +1,4 @@
-"""Task sets: distributions of episodes drawn from a curve bank (DESIGN §4, paper §5.1 and §5.4).
+"""Task sets: distributions of episodes drawn from a curve bank (paper §5.1 and §5.4).
 
 A task set turns (bank, random generator, arrival probability) into an :class:`~mara_env.workload.Episode`.
 The built-in sets are ``id`` (uniform over the in-distribution families), ``rl_ood`` and ``vit_ood`` (each

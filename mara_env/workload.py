@@ -1,7 +1,7 @@
 """Workloads: episodes of task arrivals that reference curves in a bank, and their file format.
 
 An episode lists for each task its arrival step, the curve it follows (a bank curve id), its target loss ε
-and its available time B.  Evaluation workloads are fixed JSON files in the repository (DESIGN §4) so that
+and its available time B.  Evaluation workloads are fixed JSON files in the repository so that
 every method faces exactly the same arrivals and curves.
 """
 

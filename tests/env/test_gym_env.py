@@ -8,7 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import mara_env  # noqa: F401
-from mara_agents.baselines import FIFOPolicy
+from mara_agents.allocators.naive import FIFOPolicy
 
 
 def test_both_ids_make_the_env(bank_dir):

@@ -9,7 +9,7 @@ import pettingzoo
 from pettingzoo.test import api_test, max_cycles_test, parallel_api_test, seed_test
 
 import mara_env
-from mara_agents.baselines import FIFOPolicy, RandomPolicy
+from mara_agents.allocators.naive import FIFOPolicy, RandomPolicy
 from mara_agents.policy import NodeActor
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from curves.bank import load_bank
-from mara_agents.baselines import EDFPolicy, FIFOPolicy, RandomPolicy, serve_in_order
+from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy, RandomPolicy, serve_in_order
 from mara_agents.runner import evaluate_workload
 from mara_env.fixed_workloads import build_workload
 from mara_env.workload import save_workload

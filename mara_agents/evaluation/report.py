@@ -1,5 +1,5 @@
 """Write an evaluation to disk: the per-episode CSV, one Markdown file per table, summary.json, and the
-README "Results" section (``README_results.md``; ``evaluate.py --readme README.md`` splices it in).
+README "Results" section (``README_results.md``; ``evaluate.py --readme docs/results.md`` splices it in).
 
 Nothing under ``results/`` carries a timestamp or timing, so a rerun on the same inputs writes identical
 files; the machine and wall time of a run go only into the spliced README section.  Every file is written
@@ -49,7 +49,7 @@ REPRODUCE = (
     "`python evaluate.py` runs every experiment with the shipped checkpoints on the fixed workloads "
     "(`mara_env/workloads/`) and writes `results/`; name experiments to run only those (`python evaluate.py "
     "table2 fig4`), and use `--methods`, `--task-sets`, `--loads`, `--roots`, `--episodes`, `--quick` or "
-    "`--out DIR` to change what and where, and `--readme README.md` to replace this section with the run's "
+    "`--out DIR` to change what and where, and `--readme docs/results.md` to replace this section with the run's "
     "own (with its machine and wall time). Your own allocator runs on the same workloads with `--policy "
     "NAME=mypkg.mymod:MyPolicy:key=value,...` (it must provide `reset()` and `act(observation)`; "
     "see `docs/agents.md`). "

@@ -15,11 +15,13 @@ imports it and must never pull in torch.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -32,6 +34,7 @@ VERSION = 1
 SPLITS = ("train", "val", "test")
 ROLES = ("id", "ood")
 MANIFEST = "manifest.json"
+LOCK = ".lock"
 DEFAULT_BANK = Path(__file__).resolve().parent / "bank"
 
 
@@ -291,15 +294,28 @@ class BankWriter:
 
     The family NPZ is rewritten with the new curve first, then the manifest; a crash between the two leaves
     an array without a record, which :meth:`reconcile` (called on open) drops, and the generator regenerates.
+    Every write holds an exclusive lock on ``<bank>/.lock`` and starts from the files on disk, so several
+    writers (two generators on one bank) add their curves without overwriting each other's.
     """
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / MANIFEST
-        self.manifest = _read_manifest(self.root) if path.exists() else {
-            "format": FORMAT, "version": VERSION, "families": {}, "curves": []}
-        self.reconcile()
+        with self._locked():
+            self.reconcile()
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the bank's write lock and reload the manifest from disk (another writer may have changed it)."""
+        with open(self.root / LOCK, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                path = self.root / MANIFEST
+                self.manifest = _read_manifest(self.root) if path.exists() else {
+                    "format": FORMAT, "version": VERSION, "families": {}, "curves": []}
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _records(self) -> list[CurveRecord]:
         return [_parse_record(raw, str(self.root / MANIFEST)) for raw in self.manifest["curves"]]
@@ -323,8 +339,9 @@ class BankWriter:
         """Add or update a family's description and rules."""
         body = dataclasses.asdict(spec)
         del body["name"]
-        self.manifest["families"][spec.name] = body
-        atomic_write_json(self.root / MANIFEST, self.manifest)
+        with self._locked():
+            self.manifest["families"][spec.name] = body
+            atomic_write_json(self.root / MANIFEST, self.manifest)
 
     def add(self, record: CurveRecord, per_batch: np.ndarray) -> None:
         """Store one finished curve: arrays first, then the manifest."""
@@ -332,6 +349,10 @@ class BankWriter:
         validate_curve(losses, f"{self.root}: new curve {record.id}")
         if record.length != losses.size:
             raise BankError(f"{self.root}: new curve {record.id}: record length {record.length} != {losses.size}")
+        with self._locked():
+            self._add(record, losses)
+
+    def _add(self, record: CurveRecord, losses: np.ndarray) -> None:
         if record.family not in self.manifest["families"]:
             raise BankError(f"{self.root}: declare family {record.family!r} before adding curves to it")
         path = self.root / f"{record.family}.npz"

@@ -63,3 +63,19 @@ def test_redeclaring_a_family_keeps_its_calibrated_eps(tmp_path: Path) -> None:
     with CurveRecorder(tmp_path, SPEC, "train", 1, seed=0, data_seed=0, batch_size=8, lr=1e-3) as rec:
         rec.log(1.0)
     assert load_bank(tmp_path).family("user_mlp").eps == calibrated.eps
+
+
+def test_two_writers_on_one_bank_keep_each_others_curves(tmp_path):
+    """Two generators on one bank: each write starts from the files on disk, under the bank's lock."""
+    import numpy as np
+
+    from curves.bank import BankWriter, CurveRecord, FamilySpec, load_bank
+
+    spec = FamilySpec("toy", "id", "image", "synthetic", "none", None, {"kind": "interval", "low": 2, "high": 3})
+    first, second = BankWriter(tmp_path), BankWriter(tmp_path)  # both opened before either writes
+    first.declare_family(spec)
+    for writer, index in ((first, 0), (second, 1), (first, 2)):
+        record = CurveRecord("toy", "train", index, seed=index, data_seed=index, batch_size=8, lr=1e-3,
+                             preset="cpu", source="synthetic", length=6)
+        writer.add(record, np.linspace(2.0, 1.0, 6))
+    assert load_bank(tmp_path).ids("toy") == ["toy/train/000", "toy/train/001", "toy/train/002"]

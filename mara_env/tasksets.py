@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from curves.bank import CurveBank, FamilySpec
-from curves.targets import CrossingRule
+from curves.targets import CrossingRule, first_crossing
 from mara_env.workload import Episode, WorkloadError
 
 TARGET_RULES = ("crossing", "paper")
@@ -172,8 +172,7 @@ class StressTaskSet:
         """ε = L(s*) for s* in the crossing range, kept only if the first crossing is also in range."""
         low, high = self.short_crossing
         target = float(curve[int(rng.integers(low, high + 1)) - 1])
-        first = int(np.argmax(curve <= target)) + 1
-        return target if low <= first <= high else None
+        return target if low <= int(first_crossing(curve, target)) <= high else None
 
 
 TASK_SETS: dict[str, TaskSet] = {

@@ -32,14 +32,15 @@ from mara_agents.evaluation.report import (machine_description, readme_results, 
 from mara_agents.evaluation.sanity import violations
 from mara_env.fixed_workloads import EPISODES_PER_ROOT, EVAL_LOADS, EVAL_TASK_SETS, ROOTS, WORKLOAD_DIR
 
-EXPERIMENTS = ("table1", "table2", "table3", "fig4", "table4", "table5", "clairvoyant", "compare")
+EXPERIMENTS = ("table1", "table2", "table3", "fig4", "table4", "table5", "families", "clairvoyant", "compare")
 QUICK = {"roots": 2, "episodes": 1, "loads": (0.04, 0.07), "seeds": 1}
 USAGE_EXAMPLES = """
 experiments (default: all):
   table1       predictor accuracy and latency, Figure 3          table2   main results at p = 0.04
   table3       infeasible-task stress test                       fig4     load generalisation, p = 0.04 … 0.07
   table4       operational diagnostics over all loads            table5   dense vs sparse reward
-  clairvoyant  Oracle and Clairvoyant bounds per workload        compare  paper vs ours, cell by cell
+  families     success by task family at p = 0.04                clairvoyant  bounds per workload
+  compare      paper vs ours, cell by cell
 
 examples:
   python evaluate.py                                    # everything, shipped checkpoints and workloads

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mara_agents.evaluation.families import family_table
 from mara_agents.evaluation.grid import Grid
 from mara_agents.evaluation.methods import BOUND_LABELS, CLAIRVOYANT, ORACLE, spec_for
 from mara_agents.evaluation.stats import Cell, Stat, paired_difference, paper_stat
@@ -31,6 +32,7 @@ DEFAULT_METHODS = {
     "fig4": ("mara", "lara", "fifo", "edf", *REFERENCE_METHODS),
     "table4": ("mara", "mara-wls", "fifo", "edf"),
     "table5": ("mara", "mara-sparse"),
+    "families": MAIN_METHODS + REFERENCE_METHODS,
     "clairvoyant": (),
 }
 ALLOCATION_EXPERIMENTS = tuple(DEFAULT_METHODS)
@@ -72,7 +74,7 @@ class Selection:
 
     def cells_for(self, experiment: str) -> list[Cell]:
         """The (task set, load) cells an experiment reports."""
-        if experiment in ("table2", "table5"):
+        if experiment in ("table2", "table5", "families"):
             return [(t, self.main_load) for t in self.mixtures]
         if experiment == "table3":
             return [("stress", None)] if "stress" in self.task_sets else []
@@ -159,6 +161,8 @@ def build_grids(experiments: Sequence[str], selection: Selection, rows: list[dic
             grids[experiment] = _figure4(methods, selection, rows, skipped)
         elif experiment == "table4":
             grids[experiment] = _table4(methods, cells, rows, skipped)
+        elif experiment == "families":
+            grids[experiment] = _families(methods, cells, rows, skipped, load)
         else:
             grids[experiment] = _clairvoyant(cells, rows)
     return grids
@@ -195,6 +199,19 @@ def _table4(methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]
         for metric, label, scale, _ in OPERATIONAL:
             grid.set(row, label, _stat_or_skip(rows, method, cells, skipped, metric=metric, scale=scale))
     return grid
+
+
+def _families(methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]], skipped: set[str],
+              load: str) -> Grid:
+    """Success share per task family at the main load, every method beside the bounds."""
+    columns = [*methods, *BOUNDS]
+    return family_table(
+        f"Success by task family at {load}: share of the family's tasks completed (%), mean ± sample std over runs",
+        columns, _labels(methods, BOUNDS), cells, rows, skipped,
+        note=_note(methods, "Per run (evaluation root × training seed) a family's tasks are pooled over the "
+                            "run's episodes of the selected task sets; ID families arrive in every task set, the "
+                            "OOD family of a task set only in it. Tasks per run: the family's tasks in one root's "
+                            "episodes. " + BOUND_NOTE))
 
 
 def _clairvoyant(cells: list[Cell], rows: list[dict[str, Any]]) -> Grid:

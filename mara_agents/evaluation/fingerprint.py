@@ -10,6 +10,7 @@ invalidates exactly that seed's cells.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import json
@@ -26,6 +27,7 @@ import mara_env
 from mara_env.workload import file_checksum
 
 _MAX_DEPTH = 6
+AGENTS_ROOT = Path(__file__).resolve().parents[1]
 
 
 def digest(*parts: Any) -> str:
@@ -49,10 +51,17 @@ def bank_fingerprint(bank: str) -> str:
     return files_fingerprint(p for p in root.iterdir() if p.suffix in (".json", ".npz"))
 
 
+# Modules of mara_env that the evaluation's single-env play never runs: the native vector env, the benchmark,
+# the renderer, the PettingZoo front end and the workload generators (a workload's content is hashed on its own).
+# Every other module, and any new one, counts as dynamics.
+NOT_DYNAMICS = frozenset({"batched.py", "vector_env.py", "bench.py", "render.py", "pettingzoo_env.py",
+                          "fixed_workloads.py", "tasksets.py"})
+
+
 @lru_cache(maxsize=1)
 def simulator_fingerprint() -> str:
     """The environment's source: a change of dynamics or metrics invalidates every cached episode."""
-    return files_fingerprint(Path(mara_env.__file__).parent.glob("*.py"))
+    return files_fingerprint(p for p in Path(mara_env.__file__).parent.glob("*.py") if p.name not in NOT_DYNAMICS)
 
 
 def source_fingerprint(obj: Any) -> str:
@@ -66,33 +75,92 @@ def source_fingerprint(obj: Any) -> str:
     return file_checksum(path) if path else defined.__qualname__
 
 
-# Modules only training imports: building and playing any built-in policy never loads them (a test checks
-# this in a fresh interpreter), so editing them must not throw away hours of cached evaluation.
-TRAINING_ONLY = ("mat/train.py", "mat/config.py", "mat/validation.py", "mat/ppo.py", "mat/rollout.py",
-                 "mat/experts.py", "mat/imitation.py", "mat/il_train.py", "predictors/train.py",
-                 "predictors/bench.py", "config_cli.py", "live.py")
+def policy_modules(policy: Any) -> frozenset[str]:
+    """The ``mara_agents`` modules that define the policy and every object it holds (its demand stage, its
+    torch model, ...), found by walking it as :func:`policy_fingerprint` does."""
+    found: set[str] = set()
+    _walk_types(policy, 0, set(), found)
+    return frozenset(name for name in found if name == "mara_agents" or name.startswith("mara_agents."))
 
 
-@lru_cache(maxsize=1)
-def agents_fingerprint() -> str:
-    """The source of every allocator and predictor module (``mara_agents`` minus the evaluation package and
-    the :data:`TRAINING_ONLY` modules).
+def _walk_types(value: Any, depth: int, seen: set[int], found: set[str]) -> None:
+    if depth > _MAX_DEPTH or id(value) in seen or isinstance(value, (types.ModuleType, types.FunctionType)):
+        return
+    seen.add(id(value))
+    found.add(type(value).__module__)
+    if isinstance(value, Mapping):
+        children: Iterable[Any] = list(value.values())
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        children = list(value)
+    else:
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(value, torch.nn.Module):
+            children = list(value.modules())[1:]
+        else:
+            children = list(getattr(value, "__dict__", {}).values())
+    for child in children:
+        _walk_types(child, depth + 1, seen, found)
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of ``mara_agents`` module ``name`` (a package's ``__init__.py``), if it exists."""
+    parts = name.split(".")
+    if parts[0] != "mara_agents":
+        return None
+    base = AGENTS_ROOT.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported(path: Path, package: str) -> set[str]:
+    """Modules ``path`` imports anywhere (function-level imports too): for ``from a import b`` the submodule
+    ``a.b`` where it exists, else ``a``."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                names.add(sub if _module_file(sub) is not None else base)
+    return names
+
+
+@lru_cache(maxsize=64)
+def agents_fingerprint(modules: frozenset[str]) -> str:
+    """The source of ``modules`` and of every ``mara_agents`` module they import, transitively (read from the
+    files, so the set does not depend on what this process happens to have loaded).
 
     A policy's behaviour depends on more than the file that defines its class — LARA and MAT call the
-    predictors, the observation wrapper and the token builder — so any change there invalidates every
-    cached episode of a built-in method rather than silently reusing results of the old code.
+    predictors, the demand stage and the token builder — so a change anywhere in that closure invalidates the
+    policy's cached episodes, while code it never imports (training, the registry's other entries, the
+    evaluation package) leaves them valid.  Package ``__init__`` files count only where a module imports the
+    package itself: they re-export names and hold no behaviour.
     """
-    root = Path(__file__).resolve().parents[1]
-    return files_fingerprint(p for p in root.rglob("*.py") if "evaluation" not in p.relative_to(root).parts
-                             and p.relative_to(root).as_posix() not in TRAINING_ONLY)
+    pending, files = sorted(modules), set()
+    while pending:
+        name = pending.pop()
+        path = _module_file(name)
+        if path is None or path in files:
+            continue
+        files.add(path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        pending += sorted(m for m in _imported(path, package) if m.startswith("mara_agents"))
+    return files_fingerprint(files)
 
 
 def policy_fingerprint(policy: Any) -> str:
     """Hash of a policy's class, source, parameters and referenced files (its "checkpoint hash"), and of
-    the allocator and predictor code (:func:`agents_fingerprint`)."""
+    the allocator and predictor code it runs (:func:`agents_fingerprint`)."""
     sha = hashlib.sha256()
     sha.update(source_fingerprint(policy).encode())
-    sha.update(agents_fingerprint().encode())
+    sha.update(agents_fingerprint(policy_modules(policy)).encode())
     _feed(sha, policy, 0, set())
     return sha.hexdigest()
 

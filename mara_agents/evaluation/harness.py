@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from mara_agents.evaluation.cache import ResultCache
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
+from mara_agents.evaluation.families import family_counts, played_families
 from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulator_fingerprint, source_fingerprint
 from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, fresh_policy, is_batched,
                                            probe, spec_for)
@@ -38,7 +39,7 @@ from mara_env.fixed_workloads import workload_path
 from mara_env.simulator import oracle_successes
 from mara_env.workload import WorkloadError, file_checksum
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: rows carry per-family outcomes
 BOUNDS = "bounds"
 LOCKSTEP_BATCH = 128  # episodes a batched policy plays side by side in one unit of work
 METRICS = ("tasks", "successes", "success_rate", "utilisation", "queue_full", "waiting", "ready", "conflicts",
@@ -117,8 +118,9 @@ def bounds_key(target: Target, bank: Path, num_nodes: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- workers
-def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: str) -> list[dict[str, float]]:
-    """Play the episodes, each with a fresh policy (or all at once in lock-step for a batched policy)."""
+def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: str) -> list[dict[str, Any]]:
+    """Play the episodes, each with a fresh policy (or all at once in lock-step for a batched policy); each
+    row holds the episode metrics and the per-family outcomes (``families``)."""
     policy = fresh_policy(method, seed)
     if is_batched(policy):
         return _lockstep(policy, targets, bank)
@@ -128,28 +130,34 @@ def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: st
         if target.path not in envs:
             envs[target.path] = _make_env(target.path, bank)
         player = policy if position == 0 else fresh_policy(method, seed)
-        rows.append(play_episode(envs[target.path], player, options={"episode": target.index}))
+        env = envs[target.path]
+        rows.append({**play_episode(env, player, options={"episode": target.index}),
+                     "families": played_families(env)})
     for env in envs.values():
         env.close()
     return rows
 
 
-def _lockstep(policy: Any, targets: Sequence[Target], bank: str) -> list[dict[str, float]]:
+def _lockstep(policy: Any, targets: Sequence[Target], bank: str) -> list[dict[str, Any]]:
     envs = [_make_env(target.path, bank) for target in targets]
     rows = play_lockstep(policy, envs, [{"episode": target.index} for target in targets])
+    rows = [{**row, "families": played_families(env)} for row, env in zip(rows, envs)]
     for env in envs:
         env.close()
     return rows
 
 
-def bound_unit(targets: Sequence[Target], bank: str, num_nodes: int) -> list[dict[str, float]]:
-    """Oracle and Clairvoyant success counts of the episodes."""
+def bound_unit(targets: Sequence[Target], bank: str, num_nodes: int) -> list[dict[str, Any]]:
+    """Oracle and Clairvoyant success counts of the episodes, in all and per family (``families_<bound>``)."""
     curves, rows = cached_bank(bank), []
     for target in targets:
         episode = cached_workload(target.path, bank).episodes[target.index]
-        rows.append({"tasks": float(len(episode)),
-                     ORACLE: float(oracle_successes(episode, curves).sum()),
-                     CLAIRVOYANT: float(clairvoyant_successes(episode, curves, num_nodes).sum())})
+        row: dict[str, Any] = {"tasks": float(len(episode))}
+        for bound, won in ((ORACLE, oracle_successes(episode, curves)),
+                           (CLAIRVOYANT, clairvoyant_successes(episode, curves, num_nodes))):
+            row[bound] = float(won.sum())
+            row[f"families_{bound}"] = family_counts(episode.curve, won.tolist())
+        rows.append(row)
     return rows
 
 
@@ -157,7 +165,7 @@ def _make_env(path: str, bank: str) -> gym.Env:
     return gym.make("MARA-v0", workload=path, bank=bank, disable_env_checker=True)
 
 
-def _run(unit: Unit, bank: str, num_nodes: int) -> list[dict[str, float]]:
+def _run(unit: Unit, bank: str, num_nodes: int) -> list[dict[str, Any]]:
     if unit.method == BOUNDS:
         return bound_unit(unit.targets, bank, num_nodes)
     return play_unit(unit.method, unit.seed, unit.targets, bank)
@@ -279,7 +287,7 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
     bar = tqdm(total=sum(len(u.keys) for u in pending), unit="episode", desc="evaluating", file=sys.stderr,
                disable=not settings.progress or not pending, dynamic_ncols=True)
 
-    def finish(unit: Unit, rows: list[dict[str, float]]) -> None:
+    def finish(unit: Unit, rows: list[dict[str, Any]]) -> None:
         fresh = dict(zip(unit.keys, rows))
         cache.put_many(fresh)
         done.update(fresh)
@@ -333,5 +341,6 @@ def _rows(units: list[Unit], done: dict[str, Any]) -> list[dict[str, Any]]:
             for bound in (ORACLE, CLAIRVOYANT):
                 tasks = value["tasks"]
                 rows.append({"method": bound, "seed": None, **ident, "tasks": tasks, "successes": value[bound],
-                             "success_rate": value[bound] / tasks if tasks else float("nan")})
+                             "success_rate": value[bound] / tasks if tasks else float("nan"),
+                             "families": value[f"families_{bound}"]})
     return rows

@@ -1,5 +1,5 @@
-"""Write an evaluation to disk: the per-episode CSV, one Markdown file per table, summary.json, and the
-README "Results" section (``README_results.md``; ``evaluate.py --readme docs/results.md`` splices it in).
+"""Write an evaluation to disk: the per-episode CSV and its per-family split, one Markdown file per table,
+summary.json, and the README "Results" section (``README_results.md``; ``evaluate.py --readme docs/results.md`` splices it in).
 
 Nothing under ``results/`` carries a timestamp or timing, so a rerun on the same inputs writes identical
 files; the machine and wall time of a run go only into the spliced README section.  Every file is written
@@ -22,7 +22,9 @@ from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.evaluation.harness import METRICS
 from mara_agents.evaluation.methods import BOUND_LABELS, Availability, spec_for
 
-CSV_COLUMNS = ("method", "label", "seed", "task_set", "load", "root", "episode", *METRICS)
+IDENTITY = ("method", "label", "seed", "task_set", "load", "root", "episode")
+CSV_COLUMNS = (*IDENTITY, *METRICS)
+FAMILY_COLUMNS = (*IDENTITY, "family", "tasks", "successes")
 SECTIONS = (
     ("table2", "Main results (paper Table 2)"),
     ("paired", "MARA's lead, paired by evaluation root (our addition)"),
@@ -30,6 +32,7 @@ SECTIONS = (
     ("fig4", "Load generalisation (paper Figure 4)"),
     ("table4", "Operational diagnostics (paper Table 4)"),
     ("table5", "Dense vs sparse reward (paper Table 5)"),
+    ("families", "Success by task family (our addition)"),
     ("table1", "Predictor accuracy and latency (paper Table 1, Figure 3)"),
     ("clairvoyant", "Clairvoyant bound (our addition)"),
     ("compare", "Paper vs ours"),
@@ -72,11 +75,22 @@ def sorted_rows(rows: Sequence[dict[str, Any]], order: Sequence[str]) -> list[di
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """One row per (method, training seed, task set, load, root, episode) with every metric."""
+    _write_table(rows, CSV_COLUMNS, path)
+
+
+def write_family_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """One row per episode and task family: the family's tasks and successes (the bounds' too)."""
+    _write_table([{**row, "family": family, "tasks": tasks, "successes": successes}
+                  for row in rows for family, (tasks, successes) in (row.get("families") or {}).items()],
+                 FAMILY_COLUMNS, path)
+
+
+def _write_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], path: Path) -> None:
     buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     for row in rows:
-        writer.writerow({**{k: "" if row.get(k) is None else row[k] for k in CSV_COLUMNS},
+        writer.writerow({**{k: "" if row.get(k) is None else row[k] for k in columns},
                          "label": label_of(row["method"])})
     atomic_write_text(path, buffer.getvalue())
 
@@ -121,6 +135,7 @@ def write_all(out: Path, rows: list[dict[str, Any]], grids: dict[str, Grid], ski
     """Everything under ``out``: episodes.csv, <table>.md, summary.json and README_results.md."""
     out.mkdir(parents=True, exist_ok=True)
     write_csv(rows, out / "episodes.csv")
+    write_family_csv(rows, out / "families.csv")
     for name, grid in grids.items():
         atomic_write_text(out / f"{name}.md", markdown(grid))
     summary = {"command": command, "settings": settings,

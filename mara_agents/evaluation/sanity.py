@@ -1,7 +1,8 @@
 """Invariants every evaluation must satisfy, checked on the per-episode rows before anything is reported.
 
-Oracle ≥ Clairvoyant ≥ successes of every method on every episode (see ``clairvoyant``), and every rate lies
-in [0, 1].  A violation means a bug in the simulator, a policy's action handling, or the bound itself.
+Oracle ≥ Clairvoyant ≥ successes of every method on every episode (see ``clairvoyant``); within every task
+family too, no schedule completes more tasks than the Oracle counts feasible; and every rate lies in [0, 1].
+A violation means a bug in the simulator, a policy's action handling, or the bound itself.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def violations(rows: Iterable[dict[str, Any]]) -> list[str]:
     ident = ("task_set", "load", "root", "episode")
     bounds = {(r["method"], *(r[k] for k in ident)): r["successes"]
               for r in rows if r["method"] in (ORACLE, CLAIRVOYANT)}
+    feasible = {tuple(r[k] for k in ident): r.get("families") or {} for r in rows if r["method"] == ORACLE}
     found = []
     for row in rows:
         where = (f"{row['method']} seed={row['seed']} {row['task_set']} p={row['load']} "
@@ -35,4 +37,8 @@ def violations(rows: Iterable[dict[str, Any]]) -> list[str]:
             found.append(f"{where}: Clairvoyant {row['successes']} > Oracle {oracle}")
         if row["method"] not in (ORACLE, CLAIRVOYANT) and clairvoyant is not None and row["successes"] > clairvoyant:
             found.append(f"{where}: {row['successes']} successes > Clairvoyant {clairvoyant}")
+        for family, (tasks, won) in (row.get("families") or {}).items():
+            limit = feasible.get(key, {}).get(family)
+            if limit is not None and (limit[0] != tasks or won > limit[1]):
+                found.append(f"{where}: {family} {won}/{tasks} against Oracle {limit[1]}/{limit[0]}")
     return found

@@ -18,7 +18,7 @@ TOY = "eval_toy_policy:ToyPolicy"
 # Table 1 and Table 5 always use the shipped FM and MAT checkpoints, which would make this smoke test slow;
 # they have tests of their own.  skipping unavailable methods is tested in
 # test_eval_harness.py.
-EXPERIMENTS = ["table2", "table3", "fig4", "table4", "clairvoyant", "compare"]
+EXPERIMENTS = ["table2", "table3", "fig4", "table4", "families", "clairvoyant", "compare"]
 
 
 def quick_command(bank_dir: Path, workloads_dir: Path, out: Path) -> tuple[list[str], dict[str, str]]:
@@ -81,7 +81,7 @@ def test_oracle_bounds_clairvoyant_bounds_every_method_per_episode(quick_run):
 
 def test_it_writes_every_table_figure_and_the_readme_section(quick_run):
     _, out = quick_run
-    for name in ("table2", "table3", "table4", "fig4", "clairvoyant", "compare"):
+    for name in ("table2", "table3", "table4", "fig4", "families", "clairvoyant", "compare"):
         assert (out / f"{name}.md").read_text().startswith("**")
     assert (out / "fig4_load_generalisation.png").stat().st_size > 0
     readme = (out / "README_results.md").read_text()
@@ -90,6 +90,47 @@ def test_it_writes_every_table_figure_and_the_readme_section(quick_run):
     assert summary["sanity_violations"] == []
     table2 = summary["grids"]["table2"]
     assert table2["cells"]["Average"]["Oracle"]["runs"] == 2
+
+
+def read_family_rows(out: Path) -> list[dict[str, str]]:
+    with open(out / "families.csv") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_per_family_outcomes_add_up_to_each_episode_and_stay_within_the_oracle(quick_run):
+    _, out = quick_run
+    totals = defaultdict(lambda: [0, 0])
+    oracle = {}
+    for row in read_family_rows(out):
+        episode = (row["method"], row["seed"], row["task_set"], row["load"], row["root"], row["episode"])
+        totals[episode][0] += int(row["tasks"])
+        totals[episode][1] += int(row["successes"])
+        if row["method"] == "oracle":
+            oracle[episode[2:], row["family"]] = int(row["successes"])
+    episodes = read_rows(out)
+    assert len(totals) == len(episodes)
+    for row in episodes:
+        tasks, successes = totals[row["method"], row["seed"], row["task_set"], row["load"], row["root"],
+                                  row["episode"]]
+        assert (tasks, successes) == (float(row["tasks"]), float(row["successes"]))
+    for row in read_family_rows(out):
+        assert int(row["successes"]) <= oracle[(row["task_set"], row["load"], row["root"], row["episode"]),
+                                                row["family"]]
+
+
+def test_the_family_table_pools_each_runs_tasks_of_a_family(quick_run):
+    _, out = quick_run
+    grid = json.loads((out / "summary.json").read_text())["grids"]["families"]
+    pooled = defaultdict(lambda: [0, 0])
+    for row in read_family_rows(out):
+        if row["method"] == "fifo" and row["task_set"] != "stress" and float(row["load"]) == 0.04:
+            pooled[row["family"], row["root"]][0] += int(row["tasks"])
+            pooled[row["family"], row["root"]][1] += int(row["successes"])
+    assert grid["rows"] == sorted({family for family, _ in pooled})
+    for family in grid["rows"]:
+        shares = [100 * won / tasks for (f, _), (tasks, won) in pooled.items() if f == family and tasks]
+        assert grid["cells"][family]["FIFO"]["mean"] == pytest.approx(sum(shares) / len(shares))
+        assert grid["cells"][family]["Oracle"]["mean"] >= grid["cells"][family]["FIFO"]["mean"]
 
 
 def test_the_paper_comparison_lists_published_cells_beside_ours(quick_run):

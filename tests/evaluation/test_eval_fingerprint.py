@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
+import pytest
 import torch
 
 from mara_agents.evaluation.fingerprint import policy_fingerprint, source_fingerprint
@@ -52,38 +56,65 @@ def test_the_bound_and_policies_are_keyed_by_their_defining_source_file():
     assert source_fingerprint(baselines.EDFPolicy()) == file_checksum(baselines.__file__)
 
 
-def test_a_change_to_predictor_code_invalidates_policy_fingerprints(monkeypatch):
+def test_a_change_to_the_code_a_policy_runs_invalidates_its_fingerprint(monkeypatch):
     import mara_agents.allocators.naive as baselines
     from mara_agents.evaluation import fingerprint
 
     before = policy_fingerprint(baselines.EDFPolicy())
     fingerprint.agents_fingerprint.cache_clear()
-    monkeypatch.setattr(fingerprint, "agents_fingerprint", lambda: "predictor code changed")
+    monkeypatch.setattr(fingerprint, "agents_fingerprint", lambda modules: "predictor code changed")
     assert policy_fingerprint(baselines.EDFPolicy()) != before
 
 
-def test_training_only_modules_are_not_loaded_by_evaluation():
-    """Editing a TRAINING_ONLY module keeps cached results; that is only sound if evaluation never runs it."""
-    import subprocess
-    import sys
+def closure_files(policy) -> set[str]:
+    """The files :func:`agents_fingerprint` hashes for ``policy``."""
+    from mara_agents.evaluation import fingerprint
 
-    from mara_agents.evaluation.fingerprint import TRAINING_ONLY
-    from mara_agents.allocators.registry import POLICIES
+    hashed: list[str] = []
+    original = fingerprint.files_fingerprint
+    fingerprint.files_fingerprint = lambda paths: hashed.extend(str(p) for p in paths) or ""
+    try:
+        fingerprint.agents_fingerprint.__wrapped__(fingerprint.policy_modules(policy))
+    finally:
+        fingerprint.files_fingerprint = original
+    return set(hashed)
 
-    script = (
-        "import sys, gymnasium as gym\n"
-        "from mara_agents.evaluation.methods import build_policy\n"
-        "from mara_agents.evaluation import harness, cli  # noqa: F401\n"
-        f"for method, seeds in {sorted((n, m.seeds) for n, m in POLICIES.items())!r}:\n"
-        "    policy = build_policy(method, seeds[0] if seeds else None)\n"
-        "    env = gym.make('MARA-v0')\n"
-        "    observation, _ = env.reset(seed=0)\n"
-        "    for _ in range(3):\n"
-        "        observation, *_ = env.step(policy.act(observation))\n"
-        "print(' '.join(sorted(m for m in sys.modules if m.startswith('mara_agents'))))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    loaded = done.stdout.split()
-    training = {"mara_agents." + path.removesuffix(".py").replace("/", ".") for path in TRAINING_ONLY}
-    assert "mara_agents.mat.model" in loaded, "the probe did not build a MAT policy"
-    assert not training & set(loaded), f"evaluation imports training-only modules: {training & set(loaded)}"
+
+@pytest.mark.parametrize("method", ["fifo", "slack-fm", "mara-wls", "mara"])
+def test_every_mara_agents_function_a_policy_runs_is_in_its_fingerprint(method):
+    """Soundness of the import closure: profile building the policy and playing it, and check that every
+    ``mara_agents`` source file whose code ran is hashed (the registry's factory aside: what it builds is
+    hashed through the policy's own state)."""
+    import gymnasium as gym
+
+    from mara_agents.allocators import registry
+    from mara_agents.evaluation.methods import build_policy
+
+    package = str(Path(registry.__file__).resolve().parents[1])
+    ran: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(package):
+            ran.add(frame.f_code.co_filename)
+
+    env = gym.make("MARA-v0", disable_env_checker=True)
+    build_policy(method, 0 if method.startswith("mara") else None)  # imports done: module bodies are not code it runs
+    sys.setprofile(profile)
+    try:
+        policy = build_policy(method, 0 if method.startswith("mara") else None)
+        observation, _ = env.reset(seed=0)
+        for _ in range(40):
+            observation, *_ = env.step(policy.act(observation))
+    finally:
+        sys.setprofile(None)
+    ran = {path for path in ran if "/evaluation/" not in path and Path(path).name != "registry.py"}
+    assert ran, "the profile saw no mara_agents code"
+    assert ran <= closure_files(policy), f"code that ran but is not hashed: {sorted(ran - closure_files(policy))}"
+
+
+def test_code_a_policy_never_imports_is_not_in_its_fingerprint():
+    from mara_agents.evaluation.methods import build_policy
+
+    files = {Path(p).relative_to(Path(p).parents[1]).as_posix() for p in closure_files(build_policy("mara", 0))}
+    assert "mat/model.py" in files and "predictors/demand.py" in files
+    assert not files & {"mat/ppo.py", "mat/train.py", "predictors/train.py", "allocators/registry.py"}

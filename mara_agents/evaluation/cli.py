@@ -27,6 +27,7 @@ from mara_agents.evaluation.harness import Settings, evaluate
 from mara_agents.evaluation.methods import MethodError, is_import_path, parse_user_policy, spec_for
 from mara_agents.evaluation.paper import comparison
 from mara_agents.evaluation.predictor_table import predictor_table
+from mara_agents.evaluation.ray_executor import LOCAL, RayEvaluationError, require_ray
 from mara_agents.evaluation.report import (machine_description, readme_results, skipped_lines, sorted_rows,
                                            splice_readme, write_all)
 from mara_agents.evaluation.sanity import violations
@@ -116,7 +117,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workloads", type=Path, default=WORKLOAD_DIR, help="fixed workload directory")
     parser.add_argument("--cache", type=Path, help="result cache (default OUT/cache.sqlite)")
     parser.add_argument("--jobs", type=count("--jobs"), default=os.cpu_count() or 1,
-                        help="worker processes, one thread each (default: all cores)")
+                        help="worker processes, one thread each (default: all cores); with --ray, the CPUs of "
+                             "a local Ray")
+    parser.add_argument("--ray", nargs="?", const=LOCAL, metavar="ADDRESS",
+                        help="run the episodes as Ray tasks: on a local Ray, or on the cluster at ADDRESS (auto, "
+                             "HOST:PORT, ray://HOST:PORT); same cache and results (docs/ray.md)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--readme", type=Path, metavar="FILE",
                         help="also replace FILE's '## Results' section with this run's (with machine and wall time)")
@@ -124,6 +129,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = [e for e in args.experiments if e not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiment(s) {unknown}; choose from {', '.join(EXPERIMENTS)}")
+    if args.ray in EXPERIMENTS:  # `--ray table2`: the experiment, not an address
+        args.experiments.append(args.ray)
+        args.ray = LOCAL
+    if args.ray is not None:
+        try:
+            require_ray()
+        except RayEvaluationError as exc:
+            parser.error(str(exc))
     if args.readme is not None and not args.readme.is_file():
         parser.error(f"--readme {args.readme}: no such file (name the README whose Results section to replace)")
     quick = QUICK if args.quick else {}
@@ -147,8 +160,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     selection = Selection(tuple(args.methods) if args.methods else None, tuple(args.policy), tuple(args.task_sets),
                           tuple(sorted(args.loads)))
     settings = Settings(args.bank, args.workloads, args.roots, args.episodes, args.seeds, args.jobs,
-                        args.cache or args.out / "cache.sqlite", progress=not args.no_progress, strict=True)
-    results = evaluate(plan(args.experiments, selection), settings)
+                        args.cache or args.out / "cache.sqlite", progress=not args.no_progress, strict=True,
+                        ray=args.ray)
+    try:
+        results = evaluate(plan(args.experiments, selection), settings)
+    except RayEvaluationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     grids = build_grids(args.experiments, selection, results.rows, {s.method for s in results.skipped
                                                                      if not _has_rows(results.rows, s.method)})
     if "table1" in args.experiments:

@@ -59,6 +59,7 @@ class Settings:
     cache: Path | None = None
     progress: bool = True
     strict: bool = False  # a method that cannot be built stops the run (MethodError) instead of being skipped
+    ray: str | None = None  # run the units as Ray tasks: "local" (a local Ray of `jobs` CPUs) or a cluster address
 
 
 @dataclass(frozen=True)
@@ -282,7 +283,8 @@ def _chunks(method: str, seed: int | None, targets: list[Target], keys: list[str
 
 def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: ResultCache,
              done: dict[str, Any]) -> None:
-    """Run the pending units (in processes when jobs > 1), caching each one's episodes as it finishes."""
+    """Run the pending units (in processes when jobs > 1, as Ray tasks with ``ray``), caching each unit's episodes
+    as it finishes."""
     bank = str(settings.bank)
     bar = tqdm(total=sum(len(u.keys) for u in pending), unit="episode", desc="evaluating", file=sys.stderr,
                disable=not settings.progress or not pending, dynamic_ncols=True)
@@ -294,6 +296,10 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
         bar.update(len(rows))
 
     try:
+        if settings.ray is not None:
+            from mara_agents.evaluation.ray_executor import run_on_ray
+            run_on_ray(pending, bank, num_nodes, settings.ray, settings.jobs, finish)
+            return
         if settings.jobs <= 1:
             one_thread()
             for unit in pending:

@@ -1,0 +1,191 @@
+"""Throughput of MAT training: ``python tools/mat_train_bench.py [--predictors fm,wls] [--modes …] [--out F]``.
+
+For each predictor (FM: MARA; WLS: MARA-WLS) and each rollout vectorisation (``vector_entry_point``: the
+native vector env training uses; ``sync``: Gymnasium's ``SyncVectorEnv`` over N single envs, the reference
+it replaced), the training recipe (``MATTrainConfig`` defaults: 28 envs × 50 steps per PPO update, the paper's
+model, 10 epochs of 4 minibatches) is run for a few PPO iterations after a warm-up, and one line per figure is
+printed, in env steps per wall-clock second and per CPU second of this process:
+
+* *collection*: env steps/s while collecting rollouts (predictor, MAT decoder and env), with the share of
+  collection time spent in the predictor (demand stage) and in the env;
+* *whole iteration*: env steps/s over collection + GAE + the PPO update, as the training loop runs them.
+
+The warm-up (``--warmup`` vector steps, untimed) fills the clusters first: an episode's first steps hold few
+tasks and are much cheaper than the rest.  The machine's load averages before and after are printed too, since
+other work on a shared machine lowers the wall figures (the CPU figures much less).  No file is written unless
+``--out`` is given (the training runs write nothing).  Written as a tool script, not a package module, so
+adding it left the evaluation's code fingerprint of ``mara_agents`` unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mara_agents.mat.config import MATTrainConfig
+from mara_agents.mat.model import MATModel
+from mara_agents.mat.ppo import ValueNorm, gae, ppo_update
+from mara_agents.mat.rollout import VECTORIZATION_MODES, VectorRollout
+from mara_agents.mat.train import flatten
+from mara_agents.predictors.demand import PREDICTORS, make_demand
+
+
+class Stopwatch:
+    """Accumulates the wall time spent in the calls it wraps."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def timed(self, function: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+        return wrapper
+
+
+class TimedDemand:
+    """The rollout's demand stage with its calls timed."""
+
+    def __init__(self, demand: Any, watch: Stopwatch):
+        self.call = watch.timed(demand)
+
+    def __call__(self, observation: Any) -> np.ndarray:
+        return self.call(observation)
+
+
+class TimedEnvs:
+    """The rollout's vector env with ``step`` and ``reset`` timed."""
+
+    def __init__(self, envs: Any, watch: Stopwatch):
+        self.step = watch.timed(envs.step)
+        self.reset = watch.timed(envs.reset)
+
+
+def measure(config: MATTrainConfig, mode: str, warmup: int, iterations: int) -> dict[str, float]:
+    """Wall and CPU seconds of ``iterations`` PPO iterations after ``warmup`` untimed vector steps."""
+    torch.manual_seed(config.seed)
+    device = torch.device(config.device)
+    demand = make_demand(config.predictor, config.fm_checkpoint, config.device)
+    model = MATModel(config.hparams()).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.ppo.lr, eps=1e-5)
+    value_norm = ValueNorm().to(device)
+    sampler = torch.Generator(device=device).manual_seed(config.seed)
+    shuffler = torch.Generator().manual_seed(config.seed + 1)
+    rollout = VectorRollout(config.env, config.num_envs, demand, seed=(config.seed, 0), device=device,
+                            vectorization_mode=mode)
+    if warmup:
+        rollout.collect(model, value_norm, warmup, sampler)
+    predictor, env = Stopwatch(), Stopwatch()
+    rollout.demand = TimedDemand(rollout.demand, predictor)
+    rollout.envs = TimedEnvs(rollout.envs, env)
+    totals = dict.fromkeys(("collect_wall", "collect_cpu", "total_wall", "total_cpu"), 0.0)
+    settings = config.ppo
+    for _ in range(iterations):
+        wall, cpu = time.perf_counter(), time.process_time()
+        batch = rollout.collect(model, value_norm, config.rollout_steps, sampler)
+        totals["collect_wall"] += time.perf_counter() - wall
+        totals["collect_cpu"] += time.process_time() - cpu
+        advantages, returns = gae(batch.rewards, batch.values, batch.dones, batch.last_value, settings.gamma,
+                                  settings.gae_lambda)
+        ppo_update(model, optimizer, flatten(batch, advantages, returns), value_norm, settings, shuffler)
+        totals["total_wall"] += time.perf_counter() - wall
+        totals["total_cpu"] += time.process_time() - cpu
+    return {**totals, "steps": float(iterations * config.rollout_steps * config.num_envs),
+            "predictor_share": predictor.seconds / totals["collect_wall"],
+            "env_share": env.seconds / totals["collect_wall"]}
+
+
+def figure_lines(predictor: str, mode: str, result: dict[str, float]) -> list[str]:
+    """The printed lines of one (predictor, mode) measurement."""
+    steps = result["steps"]
+    label = f"{predictor:<3} {mode:<18}"
+    return [f"{label} collection       {steps / result['collect_wall']:8,.0f} env steps/s wall "
+            f"{steps / result['collect_cpu']:8,.0f} /CPU s   (predictor {result['predictor_share']:.0%}, "
+            f"env {result['env_share']:.0%} of collection)",
+            f"{label} whole iteration  {steps / result['total_wall']:8,.0f} env steps/s wall "
+            f"{steps / result['total_cpu']:8,.0f} /CPU s   (PPO update "
+            f"{1 - result['collect_wall'] / result['total_wall']:.0%} of the iteration)"]
+
+
+def load_line(when: str) -> str:
+    """The machine's 1/5/15-minute load averages."""
+    return f"load average {when}: " + " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def choices(text: str, allowed: Sequence[str], name: str) -> list[str]:
+    """A comma-separated list whose items must be in ``allowed``."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    bad = [item for item in items if item not in allowed]
+    if not items or bad:
+        raise ValueError(f"--{name} takes a comma-separated list from {list(allowed)}, got {text!r}")
+    return items
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python tools/mat_train_bench.py",
+                                     description="Env steps/s of MAT training (collection and whole PPO iteration).")
+    parser.add_argument("--predictors", default="fm,wls", help="comma-separated: fm, wls")
+    parser.add_argument("--modes", default=",".join(VECTORIZATION_MODES),
+                        help="comma-separated rollout vectorisations: vector_entry_point, sync")
+    parser.add_argument("--iterations", type=int, default=3, help="timed PPO iterations per figure")
+    parser.add_argument("--warmup", type=int, default=300, help="untimed vector steps before timing")
+    parser.add_argument("--num-envs", type=int, default=MATTrainConfig.num_envs)
+    parser.add_argument("--rollout-steps", type=int, default=MATTrainConfig.rollout_steps)
+    parser.add_argument("--threads", type=int, default=MATTrainConfig.threads, help="torch CPU threads")
+    parser.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
+    parser.add_argument("--bank", default=None, help="curve bank directory (default: the shipped one)")
+    parser.add_argument("--fm-checkpoint", default="", help="FM checkpoint ('' = the shipped one)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the lines to this file")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; returns the exit status (2 with one line on stderr for bad settings)."""
+    args = parse_args(argv)
+    try:
+        predictors = choices(args.predictors, PREDICTORS, "predictors")
+        modes = choices(args.modes, VECTORIZATION_MODES, "modes")
+        if args.iterations < 1 or args.warmup < 0:
+            raise ValueError(f"--iterations must be ≥ 1 and --warmup ≥ 0, got {args.iterations} and {args.warmup}")
+        base = MATTrainConfig(num_envs=args.num_envs, rollout_steps=args.rollout_steps, threads=args.threads,
+                              device=args.device, fm_checkpoint=args.fm_checkpoint)
+        if args.bank:
+            base = dataclasses.replace(base, env=base.env.replace(bank=args.bank))
+        if args.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {args.device!r}: CUDA is not available on this machine")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    lines = [f"MAT training, {base.num_envs} envs x {base.rollout_steps} steps per PPO update, model dim "
+             f"{base.model.dim}, {base.ppo.epochs} epochs x {base.ppo.minibatches} minibatches, {args.threads} torch "
+             f"thread(s), device {args.device}; {args.warmup} warm-up vector steps, {args.iterations} timed iterations",
+             load_line("before")]
+    print("\n".join(lines), flush=True)
+    for predictor in predictors:
+        for mode in modes:
+            config = dataclasses.replace(base, predictor=predictor)
+            for line in figure_lines(predictor, mode, measure(config, mode, args.warmup, args.iterations)):
+                print(line, flush=True)
+                lines.append(line)
+    lines.append(load_line("after"))
+    print(lines[-1], flush=True)
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

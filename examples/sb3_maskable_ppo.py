@@ -5,20 +5,37 @@ Two env options make it work out of the box: ``observation="flat"`` (one float32
 (MaskablePPO's mask is per node, so two nodes may pick the same slot; the env moves the later pick to the
 next free task instead of idling it, and every action is a matching).
 
-    python examples/sb3_maskable_ppo.py --steps 50000 --save /tmp/mara_maskable.zip
+Training draws random ID episodes from the bank's train/val curves; the check after training plays greedy
+episodes on val curves (or a ``--workload`` file's episodes). ``--out DIR`` writes the model as
+``DIR/maskable_ppo_seed{S}.zip`` with a JSON manifest beside it (budget, seed, wall time, env steps/s, library
+versions, SHA-256 of the zip, the command); both files are written atomically. The same seed gives the same
+model.
+
+    python examples/sb3_maskable_ppo.py --steps 50000 --seed 0 --out /tmp/mara_maskable
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import io
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-import mara_env  # noqa: F401  (registers MARA-v0)
+import mara_env  # registers MARA-v0
 
 ENV_OPTIONS = {"observation": "flat", "conflicts": "repair"}
+LIBRARIES = ("stable-baselines3", "sb3-contrib", "torch", "gymnasium", "numpy")
 
 
 def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, **env_kwargs: Any) -> Any:
@@ -59,33 +76,75 @@ def evaluate(model: Any, episodes: int | list[int], masked: bool = True,
     return rows
 
 
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then rename it: readers never see a partial file."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+
+
+def save(model: Any, out: Path, manifest: dict[str, Any]) -> Path:
+    """Write ``maskable_ppo_seed{S}.zip`` and its manifest (plus the zip's size and SHA-256) into ``out``."""
+    from mara_agents.allocators.third_party import maskable_ppo_name
+
+    buffer = io.BytesIO()
+    model.save(buffer)
+    data = buffer.getvalue()
+    out.mkdir(parents=True, exist_ok=True)
+    name = maskable_ppo_name(manifest["seed"])
+    zip_path = out / f"{name}.zip"
+    write_atomically(zip_path, data)
+    manifest = {"checkpoint": zip_path.name, "checkpoint_sha256": hashlib.sha256(data).hexdigest(),
+                "checkpoint_bytes": len(data), **manifest}
+    write_atomically(out / f"{name}.json", (json.dumps(manifest, indent=1) + "\n").encode())
+    return zip_path
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50_000, help="training environment steps")
     parser.add_argument("--n-envs", type=int, default=4, help="parallel training envs")
     parser.add_argument("--n-steps", type=int, default=512, help="rollout length per env and update")
-    parser.add_argument("--episodes", type=int, default=5, help="evaluation episodes")
+    parser.add_argument("--episodes", type=int, default=5, help="check episodes after training")
     parser.add_argument("--bank", default=None, help="curve bank directory (default: the shipped bank)")
-    parser.add_argument("--workload", default=None, help="evaluate on this workload file's episodes")
+    parser.add_argument("--workload", default=None, help="check on this workload file's episodes")
     parser.add_argument("--arrival-window", type=int, default=500, help="T, steps during which tasks arrive")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--save", default=None, help="write the trained model here")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write maskable_ppo_seed{S}.zip and its JSON manifest into this directory")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.episodes < 1:
         parser.error("--steps and --episodes must be positive")
     env_kwargs: dict[str, Any] = {"arrival_window": args.arrival_window}
     if args.bank:
         env_kwargs["bank"] = args.bank
+    started = time.perf_counter()
     model = train(args.steps, args.n_envs, args.seed, args.n_steps, **env_kwargs)
-    if args.save:
-        model.save(args.save)
-    if args.workload:
-        env_kwargs["workload"] = args.workload
-    rows = evaluate(model, args.episodes, **env_kwargs)
-    rates = [row["success_rate"] for row in rows]
-    print(f"MaskablePPO, {args.steps} steps: success rate {100 * np.nanmean(rates):.1f} % over {len(rows)} "
-          f"episodes; conflicts {sum(r['conflicts'] for r in rows):.0f}, repaired picks "
-          f"{sum(r['repaired'] for r in rows):.0f}")
+    wall = time.perf_counter() - started
+    check_kwargs = {**env_kwargs, "workload": args.workload} if args.workload else {**env_kwargs,
+                                                                                     "curve_splits": ("val",)}
+    rows = evaluate(model, args.episodes, **check_kwargs)
+    rates = [row["success_rate"] for row in rows if not np.isnan(row["success_rate"])]  # NaN: no tasks came
+    check = {"episodes": len(rows), "on": args.workload or "random ID episodes, val curves",
+             "success_rate": float(np.mean(rates)) if rates else None,
+             "conflicts": float(sum(r["conflicts"] for r in rows)), "repaired": float(sum(r["repaired"] for r in rows))}
+    rate = f"{100 * check['success_rate']:.1f} %" if rates else "n/a"
+    print(f"MaskablePPO, {args.steps} steps, seed {args.seed} ({wall:.0f} s, {model.num_timesteps / wall:.0f} env "
+          f"steps/s): check success rate {rate} over {len(rows)} episodes "
+          f"({check['on']}); conflicts {check['conflicts']:.0f}, repaired picks {check['repaired']:.0f}")
+    if args.out is not None:
+        defaults = mara_env.MARAConfig()
+        command = shlex.join(["python", "examples/sb3_maskable_ppo.py", *(sys.argv[1:] if argv is None else argv)])
+        manifest = {"method": "maskable-ppo", "trainer": "sb3-contrib MaskablePPO, MlpPolicy", "seed": args.seed,
+                    "steps": args.steps, "env_steps": int(model.num_timesteps), "n_envs": args.n_envs,
+                    "n_steps": args.n_steps, "batch_size": model.batch_size,
+                    "env_options": {**ENV_OPTIONS, **env_kwargs, "task_set": defaults.task_set,
+                                    "curve_splits": list(defaults.curve_splits)},
+                    "wall_s": round(wall, 1), "env_steps_per_s": round(model.num_timesteps / wall, 1),
+                    "check": check, "versions": {"python": platform.python_version(),
+                                                 **{name: version(name) for name in LIBRARIES}},
+                    "command": command}
+        print(f"wrote {save(model, args.out, manifest)}")
     return rows
 
 

@@ -17,6 +17,7 @@ evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POL
 | ``slack-fm``    | slack ranking (not in the paper) | FM | FM checkpoint                          |
 | ``fifo``, ``edf`` | naive   | —         | —                                                         |
 | ``random``      | uniform matching | —  | —                                                         |
+| ``maskable-ppo`` | sb3-contrib MaskablePPO (third-party) | — | sb3-contrib + ``mara_agents/checkpoints/third_party/maskable_ppo_seed{seed}.zip`` |
 
 MAT policies decode greedily unless ``sample=True``.  Building a policy never imports training code.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy, RandomPolicy
+from mara_agents.allocators.third_party import make_maskable_ppo, shipped_seeds
 from mara_agents.policy import Policy
 
 CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
@@ -84,6 +86,8 @@ POLICIES: dict[str, Method] = {method.name: method for method in (
     Method("edf", "EDF", EDFPolicy),
     Method("mara-sparse", "MARA w/ sparse reward", _mat("mara-sparse"), TRAINING_SEEDS),
     Method("random", "Random", RandomPolicy, (0,)),  # seeded, so that reruns match
+    # trained by sb3-contrib, not by this project; seeds: those of the shipped checkpoints
+    Method("maskable-ppo", "MaskablePPO (SB3, third-party)", make_maskable_ppo, shipped_seeds()),
 )}
 
 

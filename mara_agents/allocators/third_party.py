@@ -1,0 +1,113 @@
+"""Allocators trained by third-party RL libraries, played like every other policy.
+
+``maskable-ppo`` is sb3-contrib's MaskablePPO trained by the recipe of ``examples/sb3_maskable_ppo.py`` on
+``gym.make("MARA-v0", observation="flat", conflicts="repair")``: it saw the flat float32 observation, a per-node
+mask, and an env that moved colliding picks to the next free task.  The evaluation plays the default env (dict
+observation, the paper's conflict rule), so :class:`MaskablePPOPolicy` does what the training env did around the
+network: it flattens the dict observation with :func:`mara_env.flat.flatten_observation`, takes the network's
+greedy masked picks, and repairs them with :func:`mara_env.actions.repair_picks`.  The action it returns is the
+matching the training env would have applied, so it plays without conflicts.
+
+The shipped checkpoints, their training budget and the command that made them are in
+``mara_agents/checkpoints/third_party/`` (one JSON manifest beside each zip).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mara_env.actions import repair_picks
+from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
+from mara_env.flat import flat_size, flatten_observation
+from mara_env.workload import file_checksum
+
+THIRD_PARTY_DIR = Path(__file__).resolve().parents[1] / "checkpoints" / "third_party"
+_KEYS = ("tasks", "history", "history_len", "global", "action_mask")
+_PREFIX = "maskable_ppo_seed"
+
+
+def maskable_ppo_name(seed: int) -> str:
+    """File name (without suffix) of a MaskablePPO checkpoint and its manifest for a training seed."""
+    return f"{_PREFIX}{seed}"
+
+
+def maskable_ppo_checkpoint(seed: int = 0) -> Path:
+    """The shipped MaskablePPO checkpoint of a training seed."""
+    return THIRD_PARTY_DIR / f"{maskable_ppo_name(seed)}.zip"
+
+
+def verify_checksum(checkpoint: Path) -> None:
+    """Refuse a zip whose SHA-256 differs from the one its manifest (``<name>.json`` beside it) records."""
+    manifest = checkpoint.with_suffix(".json")
+    if not manifest.is_file():
+        return
+    expected = json.loads(manifest.read_text()).get("checkpoint_sha256")
+    if expected and file_checksum(checkpoint) != expected:
+        raise ValueError(f"{checkpoint} is corrupt: its SHA-256 differs from checkpoint_sha256 in {manifest.name}")
+
+
+def shipped_seeds() -> tuple[int, ...]:
+    """Training seeds of the shipped MaskablePPO checkpoints (each a zip with its manifest), in order."""
+    manifests = THIRD_PARTY_DIR.glob(f"{_PREFIX}*.json")
+    return tuple(sorted(json.loads(path.read_text())["seed"] for path in manifests
+                        if path.with_suffix(".zip").is_file()))
+
+
+class MaskablePPOPolicy:
+    """A trained sb3-contrib MaskablePPO network playing the default MARA-v0 observation greedily.
+
+    Stateless across steps and episodes, so it offers ``act_batch`` (one network call for many episodes).
+    ``checkpoint`` is kept as a ``Path`` so that the evaluation's fingerprint hashes the zip's bytes.
+    """
+
+    def __init__(self, checkpoint: str | Path, device: str = "cpu"):
+        try:
+            from sb3_contrib import MaskablePPO
+        except ImportError as exc:
+            raise ModuleNotFoundError("maskable-ppo needs sb3-contrib; install it with pip install -e \".[sb3]\"") \
+                from exc
+        self.checkpoint = Path(checkpoint)
+        if not self.checkpoint.is_file():
+            raise FileNotFoundError(f"MaskablePPO checkpoint {self.checkpoint} not found; train one with "
+                                    "`python examples/sb3_maskable_ppo.py --seed S --out DIR`")
+        verify_checksum(self.checkpoint)
+        self.network = MaskablePPO.load(self.checkpoint, device=device).policy
+        self.network.set_training_mode(False)
+        self.flat_length = int(self.network.observation_space.shape[0])
+        self.num_nodes = len(self.network.action_space.nvec)
+
+    def reset(self) -> None:
+        """Nothing to forget: the action depends on the current observation only."""
+
+    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        return self.act_batch([observation])[0]
+
+    def act_batch(self, observations: Sequence[dict[str, Any]]) -> np.ndarray:
+        """Joint actions ``(N, M)`` for N dict observations: flatten, greedy masked picks, repair."""
+        batch = {key: np.stack([np.asarray(obs[key]) for obs in observations]) for key in _KEYS}
+        mask = batch["action_mask"]
+        if mask.shape[1] != self.num_nodes:
+            raise ValueError(f"{self.checkpoint.name} was trained for {self.num_nodes} nodes, the observation "
+                             f"has {mask.shape[1]}")
+        flat = flatten_observation(batch, self._history_points(mask.shape[2] - 1))
+        picks, _ = self.network.predict(flat, deterministic=True, action_masks=mask.reshape(len(mask), -1) > 0)
+        occupied = mask[:, 0, 1:] > 0
+        return repair_picks(np.asarray(picks).reshape(len(mask), self.num_nodes), occupied)
+
+    def _history_points(self, num_slots: int) -> int:
+        """H of the flat observation the network was trained on, from its input length and K."""
+        points = (self.flat_length - NUM_GLOBAL_FEATURES) // num_slots - NUM_TASK_FEATURES
+        if points < 1 or flat_size(num_slots, points) != self.flat_length:
+            raise ValueError(f"{self.checkpoint.name} expects a flat observation of {self.flat_length} values, "
+                             f"which does not fit {num_slots} slots")
+        return points
+
+
+def make_maskable_ppo(seed: int = 0, checkpoint: str | Path | None = None, device: str = "cpu") -> MaskablePPOPolicy:
+    """MaskablePPO from ``checkpoint`` (default: the shipped one for training ``seed``)."""
+    return MaskablePPOPolicy(checkpoint or maskable_ppo_checkpoint(seed), device=device)

@@ -21,7 +21,7 @@ from typing import Any
 
 from mara_agents.evaluation.harness import BOUNDS, Unit, _run, one_thread
 
-LOCAL = "local"  # the --ray value that asks for a local Ray rather than a cluster address
+LOCAL = "local"  # the --ray value (and Ray's own address) that asks for a new local Ray, not a cluster
 RETRIES = 2  # Ray resubmits a task whose worker died this many times
 POLL_S = 0.5  # the driver wakes at least this often, so Ctrl-C and SIGTERM are handled promptly
 
@@ -72,13 +72,12 @@ def run_on_ray(pending: Sequence[Unit], bank: str, num_nodes: int, address: str,
 
 def _connect(ray: Any, address: str, num_cpus: int) -> None:
     """Start or reach Ray, keeping the caller's SIGTERM handler (``ray.init`` installs its own, which would
-    turn SIGTERM into a plain exit instead of an interruption)."""
-    from mara_env.live.runner import connect
-
+    turn SIGTERM into a plain exit instead of an interruption).  Ray's own ``"local"`` address always starts
+    a new local Ray, even where ``RAY_ADDRESS`` or a ``ray start`` cluster on this machine would be found."""
     main_thread = threading.current_thread() is threading.main_thread()
     handler = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:
-        connect(None if address == LOCAL else address, num_cpus if address == LOCAL else None)
+        ray.init(address=address, num_cpus=num_cpus if address == LOCAL else None, include_dashboard=False)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         ray.shutdown()
         where = "a local Ray" if address == LOCAL else f"the Ray cluster at {address}"

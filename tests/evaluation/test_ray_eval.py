@@ -19,7 +19,7 @@ import pytest
 from eval_fixtures import workloads_fixture  # noqa: F401  (provides the workloads_dir fixture)
 from test_interrupt import ROOT, descendants, wait_gone
 
-from mara_agents.evaluation.cli import main
+from mara_agents.evaluation.cli import main, parse_args
 from mara_agents.evaluation.harness import Settings, evaluate as run_evaluation
 from mara_agents.evaluation.ray_executor import LOCAL, RayEvaluationError
 
@@ -126,3 +126,10 @@ def test_ray_flag_without_ray_installed_is_one_clear_error(monkeypatch, capsys, 
     assert caught.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.endswith("--ray needs Ray, an optional extra: pip install -e '.[ray]'")
+
+
+@needs_ray
+def test_an_experiment_after_a_bare_ray_flag_is_read_as_the_experiment(tmp_path):
+    args = parse_args(["--ray", "table2", "--out", str(tmp_path)])
+    assert args.ray == LOCAL and args.experiments == ["table2"]
+    assert parse_args(["table2", "--ray", "ray://head:10001", "--out", str(tmp_path)]).ray == "ray://head:10001"

@@ -1,5 +1,6 @@
 """Write an evaluation to disk: the per-episode CSV and its per-family split, one Markdown file per table,
-summary.json, and the README "Results" section (``README_results.md``; ``evaluate.py --readme docs/results.md`` splices it in).
+summary.json, and the README "Results" section (``README_results.md``; ``evaluate.py --readme
+docs/results.md`` splices it in).
 
 Nothing under ``results/`` carries a timestamp or timing, so a rerun on the same inputs writes identical
 files; the machine and wall time of a run go only into the spliced README section.  Every file is written

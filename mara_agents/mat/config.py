@@ -67,6 +67,12 @@ class MATTrainConfig:
     resume: bool = field(default=True, metadata={"help": "continue from <run_dir>/last.pt when it exists"})
     force: bool = field(default=False, metadata={
         "help": "with --no-resume, start afresh even if <run_dir> already holds a run (its state is replaced)"})
+    init_from: str = field(default="", metadata={
+        "help": "start from this exported MAT policy (e.g. one trained by `train.py mat-il`) instead of random "
+                "weights; it is also the reference of --reference-kl"})
+    critic_warmup: int = field(default=0, metadata={
+        "help": "PPO updates at the start that fit only the value head, so that the policy moves only once the "
+                "critic's advantages carry signal (for --init-from)"})
     env: MARAConfig = field(default_factory=MARAConfig, metadata={"flags": ENV_FLAGS})
     ppo: PPOSettings = field(default_factory=PPOSettings)
     model: MATHyperParameters = field(default_factory=MATHyperParameters)
@@ -79,13 +85,15 @@ class MATTrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
-        for name in ("validate_every", "validation_stress_episodes", "snapshot_every", "seed"):
+        for name in ("validate_every", "validation_stress_episodes", "snapshot_every", "seed", "critic_warmup"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an integer ≥ 0, got {value!r}")
         if self.env.observation != "dict" or self.env.workload is not None:
             raise ValueError("env: MAT trains on the dict observation of random episodes (observation='dict', "
                              "workload=None)")
+        if self.ppo.reference_kl > 0 and not self.init_from:
+            raise ValueError("reference_kl needs init_from: the penalty keeps the policy near the one it starts from")
         if self.num_envs * self.rollout_steps < self.ppo.minibatches:
             raise ValueError(f"num_envs × rollout_steps ({self.num_envs * self.rollout_steps}) must be at least "
                              f"the number of minibatches ({self.ppo.minibatches})")
@@ -103,6 +111,8 @@ class MATTrainConfig:
     @property
     def method(self) -> str:
         """The registered method this run trains (``mara``, ``mara-wls``, ``mara-sparse``, …)."""
+        if self.init_from:
+            return "mat-il-ppo"
         return {"fm": "mara", "wls": "mara-wls"}[self.predictor] + ("" if self.env.reward == "shaped" else "-sparse")
 
     def hparams(self) -> MATHyperParameters:

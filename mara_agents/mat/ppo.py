@@ -90,6 +90,8 @@ class PPOSettings:
     epochs: int = field(default=10, metadata={"help": "PPO epochs per update"})
     minibatches: int = field(default=4, metadata={"help": "minibatches per epoch"})
     max_grad_norm: float = field(default=0.5, metadata={"help": "gradient-norm clip"})
+    reference_kl: float = field(default=0.0, metadata={
+        "help": "weight of a KL penalty that keeps the policy near the one it started from (with --init-from)"})
 
     def __post_init__(self) -> None:
         _check_range("lr", self.lr, 0.0, 1.0, low_open=True)
@@ -99,6 +101,7 @@ class PPOSettings:
         _check_range("value_coef", self.value_coef, 0.0, math.inf)
         _check_range("entropy_coef", self.entropy_coef, 0.0, math.inf)
         _check_range("max_grad_norm", self.max_grad_norm, 0.0, math.inf, low_open=True)
+        _check_range("reference_kl", self.reference_kl, 0.0, math.inf)
         for name in ("epochs", "minibatches"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -107,7 +110,8 @@ class PPOSettings:
 
 @dataclass(frozen=True)
 class Batch:
-    """A flattened rollout: tokens, stored joint actions and their old log-probs, advantages, returns."""
+    """A flattened rollout: tokens, stored joint actions and their old log-probs, advantages, returns, and the
+    actions' log-probs under the reference policy (zeros when there is none)."""
 
     slots: torch.Tensor
     glob: torch.Tensor
@@ -116,6 +120,7 @@ class Batch:
     log_probs: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    reference_log_probs: torch.Tensor
 
     def __len__(self) -> int:
         return self.actions.shape[0]
@@ -125,9 +130,14 @@ class Batch:
         return Batch(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
 
 
-def ppo_loss(model: MATModel, batch: Batch, value_norm: ValueNorm,
-             settings: PPOSettings) -> tuple[torch.Tensor, dict[str, float]]:
-    """Eq. 12 on one minibatch; advantages are normalised within it."""
+def ppo_loss(model: MATModel, batch: Batch, value_norm: ValueNorm, settings: PPOSettings,
+             critic_only: bool = False) -> tuple[torch.Tensor, dict[str, float]]:
+    """Eq. 12 on one minibatch; advantages are normalised within it.
+
+    With ``settings.reference_kl`` > 0 the loss also penalises KL(π ‖ π_ref), estimated on the batch's actions
+    by E[r − 1 − log r] with r = π_ref(a)/π(a) (non-negative per sample).  ``critic_only`` leaves the policy
+    terms out: the value loss alone, for fitting a critic before the policy may move.
+    """
     log_probs, entropy, values = model.evaluate(batch.slots, batch.glob, batch.present, batch.actions)
     advantages = (batch.advantages - batch.advantages.mean()) / (batch.advantages.std() + 1e-8)
     ratio = torch.exp(log_probs - batch.log_probs)
@@ -136,17 +146,28 @@ def ppo_loss(model: MATModel, batch: Batch, value_norm: ValueNorm,
     policy_loss = -torch.min(unclipped, clipped).mean()
     value_loss = 0.5 * (values - value_norm.normalise(batch.returns)[:, None]).pow(2).mean()
     entropy_mean = entropy.mean()
-    loss = policy_loss + settings.value_coef * value_loss - settings.entropy_coef * entropy_mean
+    if critic_only:
+        loss = settings.value_coef * value_loss
+    else:
+        loss = policy_loss + settings.value_coef * value_loss - settings.entropy_coef * entropy_mean
+    extra = {}
+    if settings.reference_kl > 0:
+        log_ratio = batch.reference_log_probs - log_probs
+        reference_kl = (torch.exp(log_ratio) - 1 - log_ratio).mean()
+        extra["reference_kl"] = reference_kl.item()
+        if not critic_only:
+            loss = loss + settings.reference_kl * reference_kl
     with torch.no_grad():
-        stats = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+        stats = {**extra, "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
                  "entropy": entropy_mean.item(), "approx_kl": ((ratio - 1) - torch.log(ratio)).mean().item(),
                  "clip_fraction": ((ratio - 1).abs() > settings.clip).float().mean().item()}
     return loss, stats
 
 
 def ppo_update(model: MATModel, optimizer: torch.optim.Optimizer, batch: Batch, value_norm: ValueNorm,
-               settings: PPOSettings, generator: torch.Generator) -> dict[str, float]:
+               settings: PPOSettings, generator: torch.Generator, critic_only: bool = False) -> dict[str, float]:
     """Several epochs of shuffled minibatch steps with gradient-norm clipping; returns mean statistics.
+    ``critic_only``: the value loss alone (give it an optimiser over the value head's parameters).
 
     The value normaliser is updated with this batch's returns first, so the critic's targets and the
     advantages (computed before, in return units) stay consistent within the update.
@@ -158,7 +179,8 @@ def ppo_update(model: MATModel, optimizer: torch.optim.Optimizer, batch: Batch, 
     for _ in range(settings.epochs):
         order = torch.randperm(len(batch), generator=generator).to(batch.actions.device)
         for start in range(0, size * settings.minibatches, size):
-            loss, stats = ppo_loss(model, batch.select(order[start:start + size]), value_norm, settings)
+            loss, stats = ppo_loss(model, batch.select(order[start:start + size]), value_norm, settings,
+                                   critic_only)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             stats["grad_norm"] = float(nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm))

@@ -42,7 +42,7 @@ from curves.bank import DEFAULT_BANK
 from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
                                        remove_run_state, save_run_state)
 from mara_agents.config_cli import changed_settings
-from mara_agents.mat.checkpoint import export_policy
+from mara_agents.mat.checkpoint import export_policy, load_policy_model
 from mara_agents.mat.config import MATTrainConfig
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import Batch, ValueNorm, gae, ppo_update
@@ -67,12 +67,29 @@ class TrainResult:
     steps_per_second: float
 
 
-def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -> Batch:
-    """(T, N, …) rollout → (T·N, …) PPO batch."""
-    return Batch(slots=rollout.slots.flatten(0, 1), glob=rollout.glob.flatten(0, 1),
-                 present=rollout.present.flatten(0, 1), actions=rollout.actions.flatten(0, 1),
-                 log_probs=rollout.log_probs.flatten(0, 1), advantages=advantages.flatten(),
-                 returns=returns.flatten())
+def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
+            reference: MATModel | None = None) -> Batch:
+    """(T, N, …) rollout → (T·N, …) PPO batch, with the actions' log-probs under ``reference`` if given."""
+    slots, glob, present = rollout.slots.flatten(0, 1), rollout.glob.flatten(0, 1), rollout.present.flatten(0, 1)
+    actions, log_probs = rollout.actions.flatten(0, 1), rollout.log_probs.flatten(0, 1)
+    if reference is None:
+        reference_log_probs = torch.zeros_like(log_probs)
+    else:
+        with torch.no_grad():
+            reference_log_probs = reference.evaluate(slots, glob, present, actions)[0]
+    return Batch(slots=slots, glob=glob, present=present, actions=actions, log_probs=log_probs,
+                 advantages=advantages.flatten(), returns=returns.flatten(), reference_log_probs=reference_log_probs)
+
+
+def initial_policy(config: MATTrainConfig, device: torch.device) -> MATModel | None:
+    """The exported policy ``--init-from`` names (frozen: the KL penalty's reference), or None."""
+    if not config.init_from:
+        return None
+    reference, predictor = load_policy_model(config.init_from, device)
+    if predictor != config.predictor or reference.hparams != config.hparams():
+        raise ValueError(f"--init-from {config.init_from}: trained with predictor {predictor!r} and "
+                         f"{reference.hparams}, this run has {config.predictor!r} and {config.hparams()}")
+    return reference.requires_grad_(False)
 
 
 def checked_state(path: Path, config: MATTrainConfig) -> dict[str, Any]:
@@ -136,6 +153,8 @@ def manifest(config: MATTrainConfig, model: MATModel, global_step: int, seconds:
         "predictor": {"name": config.predictor,
                       "checkpoint": portable_path(fm) if config.predictor == "fm" else None,
                       "checkpoint_sha256": file_sha256(fm) if config.predictor == "fm" else None},
+        "initial_policy": ({"checkpoint": portable_path(config.init_from),
+                            "checkpoint_sha256": file_sha256(config.init_from)} if config.init_from else None),
         "git_commit": git_commit(), "torch": torch.__version__,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
@@ -173,7 +192,11 @@ def train(config: MATTrainConfig) -> TrainResult:
     prepare_fresh_run(config, state_path)
     demand = make_demand(config.predictor, config.fm_checkpoint, config.device)
     model = MATModel(config.hparams()).to(device)
+    reference = initial_policy(config, device)
+    if reference is not None:
+        model.load_state_dict(reference.state_dict())
     optimizer = torch.optim.Adam(model.parameters(), lr=config.ppo.lr, eps=1e-5)
+    critic = torch.optim.Adam(model.value_head.parameters(), lr=config.ppo.lr, eps=1e-5)
     value_norm = ValueNorm().to(device)
     sampler = torch.Generator(device=device).manual_seed(config.seed)
     shuffler = torch.Generator().manual_seed(config.seed + 1)
@@ -184,6 +207,7 @@ def train(config: MATTrainConfig) -> TrainResult:
         state = checked_state(state_path, config)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        critic.load_state_dict(state["critic"])
         value_norm.load_state_dict(state["value_norm"])
         sampler.set_state(state["generators"]["sampler"])
         shuffler.set_state(state["generators"]["shuffler"])
@@ -207,7 +231,9 @@ def train(config: MATTrainConfig) -> TrainResult:
         collected = time.perf_counter()
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, rollout.last_value,
                                   settings.gamma, settings.gae_lambda)
-        stats = ppo_update(model, optimizer, flatten(rollout, advantages, returns), value_norm, settings, shuffler)
+        warming = update < config.critic_warmup
+        stats = ppo_update(model, critic if warming else optimizer, flatten(rollout, advantages, returns, reference),
+                           value_norm, settings, shuffler, critic_only=warming)
         steps = config.rollout_steps * config.num_envs
         global_step += steps
         update += 1
@@ -243,7 +269,7 @@ def train(config: MATTrainConfig) -> TrainResult:
         if (validation and validation[-1][0] == global_step or global_step - last_saved >= config.checkpoint_every
                 or global_step >= config.steps):
             save_run_state(state_path, {
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(), "critic": critic.state_dict(),
                 "value_norm": value_norm.state_dict(),
                 "generators": {"sampler": sampler.get_state(), "shuffler": shuffler.get_state()},
                 "global_step": global_step, "update": update, "seconds": trained_seconds,

@@ -40,7 +40,7 @@ def tiny_batch(model: MATModel, n: int = 64) -> Batch:
     glob = torch.rand(n, 4, generator=g)
     actions, log_probs, _ = model.act(slots, glob, present, generator=torch.Generator().manual_seed(1))
     return Batch(slots, glob, present, actions, log_probs, advantages=torch.randn(n, generator=g),
-                 returns=torch.randn(n, generator=g) * 3 + 1)
+                 returns=torch.randn(n, generator=g) * 3 + 1, reference_log_probs=log_probs.clone())
 
 
 def test_ppo_update_lowers_the_loss_on_a_fixed_batch():

@@ -1,0 +1,77 @@
+"""PPO from an exported policy: a critic-only warm-up that leaves the policy alone, and a KL penalty toward
+the starting policy (``train.py mat --init-from P --critic-warmup N --reference-kl C``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from mara_agents.mat.checkpoint import load_policy_model
+from mara_agents.mat.model import MATHyperParameters, MATModel
+from mara_agents.mat.ppo import Batch, PPOSettings, ValueNorm, ppo_loss, ppo_update
+from mara_agents.mat.train import train
+
+from conftest import tiny_config
+from test_ppo import tiny_batch
+
+
+def policy_logits(model: MATModel, batch: Batch) -> torch.Tensor:
+    with torch.no_grad():
+        return model.evaluate(batch.slots, batch.glob, batch.present, batch.actions)[0]
+
+
+def test_a_critic_only_update_moves_the_values_and_not_the_policy():
+    torch.manual_seed(0)
+    model = MATModel(MATHyperParameters(dim=32))
+    batch, norm = tiny_batch(model), ValueNorm()
+    before_policy, before_values = policy_logits(model, batch), model.values(model.encode(
+        batch.slots, batch.glob, batch.present)).detach()
+    critic = torch.optim.Adam(model.value_head.parameters(), lr=1e-2)
+    ppo_update(model, critic, batch, norm, PPOSettings(epochs=2, minibatches=1), torch.Generator().manual_seed(0),
+               critic_only=True)
+    assert torch.equal(policy_logits(model, batch), before_policy)
+    after_values = model.values(model.encode(batch.slots, batch.glob, batch.present)).detach()
+    assert not torch.allclose(after_values, before_values)
+
+
+def test_the_reference_kl_is_zero_at_the_reference_and_grows_as_the_policy_leaves_it():
+    torch.manual_seed(0)
+    model = MATModel(MATHyperParameters(dim=32))
+    batch, norm = tiny_batch(model), ValueNorm()
+    norm.update(batch.returns)
+    settings = PPOSettings(reference_kl=1.0)
+    _, at_reference = ppo_loss(model, batch, norm, settings)
+    assert at_reference["reference_kl"] == pytest.approx(0.0, abs=1e-6)
+    with torch.no_grad():
+        model.pointer_query.weight.mul_(3.0)
+    _, moved = ppo_loss(model, batch, norm, settings)
+    assert moved["reference_kl"] > 1e-3
+    _, without = ppo_loss(model, batch, norm, PPOSettings())
+    assert "reference_kl" not in without
+
+
+def test_training_from_an_exported_policy_starts_from_its_weights_and_records_it(bank_dir, tmp_path):
+    first = train(tiny_config(bank_dir, tmp_path / "first", steps=20, validate_every=0))
+    start, _ = load_policy_model(first.checkpoint)
+    config = tiny_config(bank_dir, tmp_path / "tuned", steps=20, validate_every=0, init_from=str(first.checkpoint),
+                         critic_warmup=1)
+    tuned = train(config)
+    after, _ = load_policy_model(tuned.checkpoint)
+    moved = {name for name, value in after.state_dict().items() if not torch.equal(value, start.state_dict()[name])}
+    assert moved and all(name.startswith("value_head.") for name in moved)  # one update, critic only
+    manifest = json.loads(tuned.checkpoint.with_suffix(".json").read_text())
+    assert manifest["method"] == "mat-il-ppo"
+    assert manifest["initial_policy"]["checkpoint_sha256"] == json.loads(
+        first.checkpoint.with_suffix(".json").read_text())["checkpoint_sha256"]
+
+
+def test_a_starting_policy_of_another_shape_or_a_kl_without_one_is_refused(bank_dir, tmp_path):
+    first = train(tiny_config(bank_dir, tmp_path / "first", steps=20, validate_every=0))
+    wider = tiny_config(bank_dir, tmp_path / "wider", steps=20, validate_every=0, init_from=str(first.checkpoint))
+    wider.model = MATHyperParameters(dim=32)
+    with pytest.raises(ValueError, match="init-from"):
+        train(wider)
+    with pytest.raises(ValueError, match="reference_kl needs init_from"):
+        tiny_config(bank_dir, tmp_path / "kl", reference_kl=0.1)

@@ -58,7 +58,9 @@ class Settings:
     jobs: int = 1
     cache: Path | None = None
     progress: bool = True
-    strict: bool = False  # a method that cannot be built stops the run (MethodError) instead of being skipped
+    # a method that cannot be built stops the run (MethodError) instead of being skipped — except a registered
+    # method whose optional extra is missing, which is skipped and listed with the reason either way
+    strict: bool = False
     ray: str | None = None  # run the units as Ray tasks: "local" (a local Ray of `jobs` CPUs) or a cluster address
 
 
@@ -230,7 +232,7 @@ def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings:
         seeds = spec_for(method).seeds
         for seed in (seeds[: settings.max_seeds] if seeds else (None,)):
             availability = probe(method, seed)
-            if availability.reason is not None and settings.strict:
+            if availability.reason is not None and settings.strict and not availability.optional:
                 raise MethodError(f"{method}{'' if seed is None else f' (seed {seed})'}: {availability.reason}")
             (runs if availability.reason is None else results.skipped).append(availability)
 

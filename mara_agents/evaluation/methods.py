@@ -134,6 +134,7 @@ class Availability:
     fingerprint: str | None = None
     reason: str | None = None
     batched: bool = False  # the policy offers act_batch (see harness.play_lockstep)
+    optional: bool = False  # a registered method whose optional extra (e.g. sb3-contrib) is not installed
 
 
 def probe(name: str, seed: int | None) -> Availability:
@@ -144,4 +145,5 @@ def probe(name: str, seed: int | None) -> Availability:
             raise TypeError(f"{type(policy).__name__} lacks act(observation) and reset()")
         return Availability(name, seed, fingerprint=policy_fingerprint(policy), batched=is_batched(policy))
     except Exception as exc:  # noqa: BLE001 — any failure means "skip this method", reported with its message
-        return Availability(name, seed, reason=f"{type(exc).__name__}: {exc}")
+        return Availability(name, seed, reason=f"{type(exc).__name__}: {exc}",
+                            optional=isinstance(exc, ImportError) and name in POLICIES)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 from eval_fixtures import workloads_fixture  # noqa: F401  (provides the workloads_dir fixture)
 
-from mara_agents.evaluation import harness
+from mara_agents.evaluation import harness, methods
 from mara_agents.evaluation.harness import Settings, evaluate
 from mara_agents.evaluation.methods import MethodError
 from mara_env.fixed_workloads import workload_path
@@ -116,6 +117,17 @@ def test_unavailable_methods_are_skipped_with_their_reason_unless_strict(bank_di
     assert {r["method"] for r in results.rows} == {"fifo", "oracle", "clairvoyant"}
     with pytest.raises(MethodError, match="nowhere"):
         evaluate(requests, dataclasses.replace(settings, strict=True))
+
+
+def test_a_registered_method_whose_optional_extra_is_missing_is_skipped_even_when_strict(bank_dir, workloads_dir,
+                                                                                       tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "sb3_contrib", None)  # import sb3_contrib now raises ImportError
+    monkeypatch.setattr(methods, "_BUILT", {})
+    settings = dataclasses.replace(make_settings(bank_dir, workloads_dir, tmp_path / "cache.sqlite"), strict=True)
+    results = evaluate([("fifo", "id", 0.04), ("maskable-ppo", "id", 0.04)], settings)
+    reasons = {s.method: s.reason for s in results.skipped}
+    assert "sb3-contrib" in reasons["maskable-ppo"] and reasons["maskable-ppo"].startswith("ModuleNotFoundError")
+    assert {r["method"] for r in results.rows} == {"fifo", "oracle", "clairvoyant"}
 
 
 def test_an_unknown_method_name_is_an_error(bank_dir, workloads_dir, tmp_path):

@@ -6,9 +6,13 @@ it replaced), the training recipe (``MATTrainConfig`` defaults: 28 envs × 50 st
 model, 10 epochs of 4 minibatches) is run for a few PPO iterations after a warm-up, and one line per figure is
 printed, in env steps per wall-clock second and per CPU second of this process:
 
-* *collection*: env steps/s while collecting rollouts (predictor, MAT decoder and env), with the share of
-  collection time spent in the predictor (demand stage) and in the env;
+* *collection*: env steps/s while collecting rollouts, with the shares of collection time spent in the
+  predictor (demand stage), in the env, and in the rest (MAT decoder and tokens);
 * *whole iteration*: env steps/s over collection + GAE + the PPO update, as the training loop runs them.
+
+The vectorisations of one predictor take turns iteration by iteration.  They play the same trajectories and
+train the same parameters (``tests/agents/test_rollout_vector.py``), so they do identical work apart from the
+env, and a machine that speeds up or slows down during the run affects them alike.
 
 The warm-up (``--warmup`` vector steps, untimed) fills the clusters first: an episode's first steps hold few
 tasks and are much cheaper than the rest.  The machine's load averages before and after are printed too, since
@@ -73,50 +77,53 @@ class TimedEnvs:
         self.reset = watch.timed(envs.reset)
 
 
-def measure(config: MATTrainConfig, mode: str, warmup: int, iterations: int) -> dict[str, float]:
-    """Wall and CPU seconds of ``iterations`` PPO iterations after ``warmup`` untimed vector steps."""
-    torch.manual_seed(config.seed)
-    device = torch.device(config.device)
-    demand = make_demand(config.predictor, config.fm_checkpoint, config.device)
-    model = MATModel(config.hparams()).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.ppo.lr, eps=1e-5)
-    value_norm = ValueNorm().to(device)
-    sampler = torch.Generator(device=device).manual_seed(config.seed)
-    shuffler = torch.Generator().manual_seed(config.seed + 1)
-    rollout = VectorRollout(config.env, config.num_envs, demand, seed=(config.seed, 0), device=device,
-                            vectorization_mode=mode)
-    if warmup:
-        rollout.collect(model, value_norm, warmup, sampler)
-    predictor, env = Stopwatch(), Stopwatch()
-    rollout.demand = TimedDemand(rollout.demand, predictor)
-    rollout.envs = TimedEnvs(rollout.envs, env)
-    totals = dict.fromkeys(("collect_wall", "collect_cpu", "total_wall", "total_cpu"), 0.0)
-    settings = config.ppo
-    for _ in range(iterations):
+class TimedTraining:
+    """One training setup (model, optimiser, rollout in one vectorisation) whose PPO iterations are timed one
+    at a time, so several setups can take turns and the machine's drift affects them alike."""
+
+    def __init__(self, config: MATTrainConfig, mode: str, warmup: int):
+        torch.manual_seed(config.seed)
+        self.config, self.device = config, torch.device(config.device)
+        self.model = MATModel(config.hparams()).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.ppo.lr, eps=1e-5)
+        self.value_norm = ValueNorm().to(self.device)
+        self.sampler = torch.Generator(device=self.device).manual_seed(config.seed)
+        self.shuffler = torch.Generator().manual_seed(config.seed + 1)
+        demand = make_demand(config.predictor, config.fm_checkpoint, config.device)
+        self.rollout = VectorRollout(config.env, config.num_envs, demand, seed=(config.seed, 0), device=self.device,
+                                     vectorization_mode=mode)
+        if warmup:
+            self.rollout.collect(self.model, self.value_norm, warmup, self.sampler)
+        self.predictor, self.env = Stopwatch(), Stopwatch()
+        self.rollout.demand = TimedDemand(self.rollout.demand, self.predictor)
+        self.rollout.envs = TimedEnvs(self.rollout.envs, self.env)
+        self.totals = dict.fromkeys(("collect_wall", "collect_cpu", "total_wall", "total_cpu", "steps"), 0.0)
+
+    def iteration(self) -> None:
+        """One timed PPO iteration: collect a rollout, GAE, the PPO update."""
+        settings, totals = self.config.ppo, self.totals
         wall, cpu = time.perf_counter(), time.process_time()
-        batch = rollout.collect(model, value_norm, config.rollout_steps, sampler)
+        batch = self.rollout.collect(self.model, self.value_norm, self.config.rollout_steps, self.sampler)
         totals["collect_wall"] += time.perf_counter() - wall
         totals["collect_cpu"] += time.process_time() - cpu
         advantages, returns = gae(batch.rewards, batch.values, batch.dones, batch.last_value, settings.gamma,
                                   settings.gae_lambda)
-        ppo_update(model, optimizer, flatten(batch, advantages, returns), value_norm, settings, shuffler)
+        ppo_update(self.model, self.optimizer, flatten(batch, advantages, returns), self.value_norm, settings,
+                   self.shuffler)
         totals["total_wall"] += time.perf_counter() - wall
         totals["total_cpu"] += time.process_time() - cpu
-    return {**totals, "steps": float(iterations * config.rollout_steps * config.num_envs),
-            "predictor_share": predictor.seconds / totals["collect_wall"],
-            "env_share": env.seconds / totals["collect_wall"]}
+        totals["steps"] += self.config.rollout_steps * self.config.num_envs
 
-
-def figure_lines(predictor: str, mode: str, result: dict[str, float]) -> list[str]:
-    """The printed lines of one (predictor, mode) measurement."""
-    steps = result["steps"]
-    label = f"{predictor:<3} {mode:<18}"
-    return [f"{label} collection       {steps / result['collect_wall']:8,.0f} env steps/s wall "
-            f"{steps / result['collect_cpu']:8,.0f} /CPU s   (predictor {result['predictor_share']:.0%}, "
-            f"env {result['env_share']:.0%} of collection)",
-            f"{label} whole iteration  {steps / result['total_wall']:8,.0f} env steps/s wall "
-            f"{steps / result['total_cpu']:8,.0f} /CPU s   (PPO update "
-            f"{1 - result['collect_wall'] / result['total_wall']:.0%} of the iteration)"]
+    def lines(self, label: str) -> list[str]:
+        """The printed figures: collection and whole iteration, with where the time went."""
+        totals, steps = self.totals, self.totals["steps"]
+        predictor, env = (watch.seconds / totals["collect_wall"] for watch in (self.predictor, self.env))
+        return [f"{label} collection       {steps / totals['collect_wall']:8,.0f} env steps/s wall "
+                f"{steps / totals['collect_cpu']:8,.0f} /CPU s   (predictor {predictor:.0%}, env {env:.0%}, "
+                f"MAT decoder and tokens {1 - predictor - env:.0%} of collection)",
+                f"{label} whole iteration  {steps / totals['total_wall']:8,.0f} env steps/s wall "
+                f"{steps / totals['total_cpu']:8,.0f} /CPU s   (PPO update "
+                f"{1 - totals['collect_wall'] / totals['total_wall']:.0%} of the iteration)"]
 
 
 def load_line(when: str) -> str:
@@ -175,9 +182,13 @@ def main(argv: Sequence[str] | None = None) -> int:
              load_line("before")]
     print("\n".join(lines), flush=True)
     for predictor in predictors:
-        for mode in modes:
-            config = dataclasses.replace(base, predictor=predictor)
-            for line in figure_lines(predictor, mode, measure(config, mode, args.warmup, args.iterations)):
+        config = dataclasses.replace(base, predictor=predictor)
+        runs = {mode: TimedTraining(config, mode, args.warmup) for mode in modes}
+        for _ in range(args.iterations):
+            for run in runs.values():
+                run.iteration()
+        for mode, run in runs.items():
+            for line in run.lines(f"{predictor:<3} {mode:<18}"):
                 print(line, flush=True)
                 lines.append(line)
     lines.append(load_line("after"))

@@ -78,8 +78,13 @@ class MaskablePPOPolicy:
         verify_checksum(self.checkpoint)
         self.network = MaskablePPO.load(self.checkpoint, device=device).policy
         self.network.set_training_mode(False)
-        self.flat_length = int(self.network.observation_space.shape[0])
-        self.num_nodes = len(self.network.action_space.nvec)
+        nvec = self.network.action_space.nvec
+        self.num_nodes, self.num_slots = len(nvec), int(nvec[0]) - 1
+        flat_length = int(self.network.observation_space.shape[0])
+        self.history_points = (flat_length - NUM_GLOBAL_FEATURES) // self.num_slots - NUM_TASK_FEATURES
+        if self.history_points < 1 or flat_size(self.num_slots, self.history_points) != flat_length:
+            raise ValueError(f"{self.checkpoint}: an input of {flat_length} values is not a flat MARA observation "
+                             f"of {self.num_slots} slots")
 
     def reset(self) -> None:
         """Nothing to forget: the action depends on the current observation only."""
@@ -91,21 +96,13 @@ class MaskablePPOPolicy:
         """Joint actions ``(N, M)`` for N dict observations: flatten, greedy masked picks, repair."""
         batch = {key: np.stack([np.asarray(obs[key]) for obs in observations]) for key in _KEYS}
         mask = batch["action_mask"]
-        if mask.shape[1] != self.num_nodes:
-            raise ValueError(f"{self.checkpoint.name} was trained for {self.num_nodes} nodes, the observation "
-                             f"has {mask.shape[1]}")
-        flat = flatten_observation(batch, self._history_points(mask.shape[2] - 1))
+        if mask.shape[1:] != (self.num_nodes, self.num_slots + 1):
+            raise ValueError(f"{self.checkpoint.name} was trained for {self.num_nodes} nodes and {self.num_slots} "
+                             f"slots, the observation has {mask.shape[1]} nodes and {mask.shape[2] - 1} slots")
+        flat = flatten_observation(batch, self.history_points)
         picks, _ = self.network.predict(flat, deterministic=True, action_masks=mask.reshape(len(mask), -1) > 0)
         occupied = mask[:, 0, 1:] > 0
         return repair_picks(np.asarray(picks).reshape(len(mask), self.num_nodes), occupied)
-
-    def _history_points(self, num_slots: int) -> int:
-        """H of the flat observation the network was trained on, from its input length and K."""
-        points = (self.flat_length - NUM_GLOBAL_FEATURES) // num_slots - NUM_TASK_FEATURES
-        if points < 1 or flat_size(num_slots, points) != self.flat_length:
-            raise ValueError(f"{self.checkpoint.name} expects a flat observation of {self.flat_length} values, "
-                             f"which does not fit {num_slots} slots")
-        return points
 
 
 def make_maskable_ppo(seed: int = 0, checkpoint: str | Path | None = None, device: str = "cpu") -> MaskablePPOPolicy:

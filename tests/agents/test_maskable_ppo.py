@@ -113,3 +113,14 @@ def test_without_sb3_contrib_the_evaluation_skips_the_method_naming_why(monkeypa
     availability = methods.probe("maskable-ppo", 0)
     assert availability.fingerprint is None
     assert availability.reason.startswith("ModuleNotFoundError") and "sb3-contrib" in availability.reason
+
+
+def test_an_env_of_another_shape_is_refused_naming_the_checkpoint(bank_dir):
+    import gymnasium as gym
+
+    policy = make_policy("maskable-ppo", seed=0)
+    for shape, has in (({"num_nodes": 3}, "3 nodes and 10 slots"), ({"max_active": 6}, "7 nodes and 6 slots")):
+        observation, _ = gym.make("MARA-v0", bank=str(bank_dir), **shape).reset(seed=0)
+        trained = r"seed0\.zip was trained for 7 nodes and 10 slots"
+        with pytest.raises(ValueError, match=rf"{trained}, the observation has {has}"):
+            policy.act(observation)

@@ -25,7 +25,7 @@ from mara_agents.evaluation.methods import BOUND_LABELS, Availability, spec_for
 
 IDENTITY = ("method", "label", "seed", "task_set", "load", "root", "episode")
 CSV_COLUMNS = (*IDENTITY, *METRICS)
-FAMILY_COLUMNS = (*IDENTITY, "family", "tasks", "successes")
+FAMILY_COLUMNS = ("method", "seed", "task_set", "load", "root", "episode", "family", "tasks", "successes")
 SECTIONS = (
     ("table2", "Main results (paper Table 2)"),
     ("paired", "MARA's lead, paired by evaluation root (our addition)"),

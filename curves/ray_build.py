@@ -188,7 +188,7 @@ def run_cli(args: Any, families: list[str]) -> int:
         return 2
     gpus = args.gpus_per_curve if args.gpus_per_curve is not None else float(args.device.startswith("cuda"))
     cpus = args.cpus_per_curve if args.cpus_per_curve is not None else float(args.threads)
-    ray.init(address=None if args.ray == "local" else args.ray, include_dashboard=False)
+    ray.init(address=args.ray, include_dashboard=False)  # "local": a new local Ray, even if RAY_ADDRESS is set
     try:
         report = build_on_ray(families, args.bank, args.preset, args.data_root, args.device, args.timings, args.scale,
                               args.length, Resources(cpus, gpus, args.threads), family_resources, args.retries)

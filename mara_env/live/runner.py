@@ -22,7 +22,8 @@ STARTUP_TIMEOUT_S = 120.0
 
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> None:
-    """``ray.init`` once: the cluster at ``address``, or a local Ray with ``num_cpus`` logical CPUs."""
+    """``ray.init`` once: the cluster at ``address``, or a new local Ray with ``num_cpus`` logical CPUs (never a
+    cluster that ``RAY_ADDRESS`` or a running ``ray start`` happens to name: local means local)."""
     import ray
 
     if ray.is_initialized():
@@ -30,7 +31,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> None:
     if address is not None:
         ray.init(address=address, include_dashboard=False)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False)
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
 
 
 @dataclass

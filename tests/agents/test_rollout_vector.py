@@ -4,14 +4,13 @@ Gymnasium's SyncVectorEnv over N single envs (the per-environment path training 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 import mara_agents.mat.train as mat_train
+from mara_agents.mat import bench
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.ppo import ValueNorm
 from mara_agents.mat.rollout import VectorRollout, make_training_envs
@@ -23,7 +22,6 @@ from conftest import tiny_config
 # Few arrivals, all early: the synthetic bank's tasks have about 300 steps each, so episodes end after about
 # 330 steps, within the tests' 360 steps per environment.
 SHORT = {"arrival_window": 20, "arrival_prob": 0.3}
-BENCH = Path(__file__).resolve().parents[2] / "tools" / "mat_train_bench.py"
 
 
 def test_rollouts_are_identical_through_both_vectorisations(bank_dir):
@@ -69,16 +67,9 @@ def test_an_unknown_vectorisation_is_refused(bank_dir):
         make_training_envs(MARAConfig(bank=str(bank_dir)), 2, "async")
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("mat_train_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_training_bench_prints_both_figures_per_setting(bank_dir, tmp_path, capsys):
     out = tmp_path / "bench.txt"
-    status = load_bench().main(["--predictors", "wls", "--iterations", "1", "--warmup", "3", "--num-envs", "2",
+    status = bench.main(["--predictors", "wls", "--iterations", "1", "--warmup", "3", "--num-envs", "2",
                                 "--rollout-steps", "4", "--bank", str(bank_dir), "--out", str(out)])
     assert status == 0
     lines = out.read_text().splitlines()
@@ -91,5 +82,5 @@ def test_the_training_bench_prints_both_figures_per_setting(bank_dir, tmp_path, 
 
 
 def test_the_training_bench_refuses_an_unknown_predictor(capsys):
-    assert load_bench().main(["--predictors", "fm,lara"]) == 2
+    assert bench.main(["--predictors", "fm,lara"]) == 2
     assert "--predictors" in capsys.readouterr().err

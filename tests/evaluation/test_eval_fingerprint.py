@@ -80,7 +80,7 @@ def closure_files(policy) -> set[str]:
     return set(hashed)
 
 
-@pytest.mark.parametrize("method", ["fifo", "slack-fm", "mara-wls", "mara"])
+@pytest.mark.parametrize("method", ["fifo", "lara", "lara-fm", "slack-fm", "mara-wls", "mara", "maskable-ppo"])
 def test_every_mara_agents_function_a_policy_runs_is_in_its_fingerprint(method):
     """Soundness of the import closure: profile building the policy and playing it, and check that every
     ``mara_agents`` source file whose code ran is hashed (the registry's factory aside: what it builds is

@@ -24,7 +24,6 @@ import numpy as np
 from mara_env.actions import repair_picks
 from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
 from mara_env.flat import flat_size, flatten_observation
-from mara_env.workload import file_checksum
 
 THIRD_PARTY_DIR = Path(__file__).resolve().parents[1] / "checkpoints" / "third_party"
 _KEYS = ("tasks", "history", "history_len", "global", "action_mask")
@@ -39,16 +38,6 @@ def maskable_ppo_name(seed: int) -> str:
 def maskable_ppo_checkpoint(seed: int = 0) -> Path:
     """The shipped MaskablePPO checkpoint of a training seed."""
     return THIRD_PARTY_DIR / f"{maskable_ppo_name(seed)}.zip"
-
-
-def verify_checksum(checkpoint: Path) -> None:
-    """Refuse a zip whose SHA-256 differs from the one its manifest (``<name>.json`` beside it) records."""
-    manifest = checkpoint.with_suffix(".json")
-    if not manifest.is_file():
-        return
-    expected = json.loads(manifest.read_text()).get("checkpoint_sha256")
-    if expected and file_checksum(checkpoint) != expected:
-        raise ValueError(f"{checkpoint} is corrupt: its SHA-256 differs from checkpoint_sha256 in {manifest.name}")
 
 
 def shipped_seeds() -> tuple[int, ...]:
@@ -75,7 +64,8 @@ class MaskablePPOPolicy:
         if not self.checkpoint.is_file():
             raise FileNotFoundError(f"MaskablePPO checkpoint {self.checkpoint} not found; train one with "
                                     "`python examples/sb3_maskable_ppo.py --seed S --out DIR`")
-        verify_checksum(self.checkpoint)
+        from mara_agents.checkpoint_io import verify_manifest_checksum
+        verify_manifest_checksum(self.checkpoint, "MaskablePPO")
         self.network = MaskablePPO.load(self.checkpoint, device=device).policy
         self.network.set_training_mode(False)
         nvec = self.network.action_space.nvec

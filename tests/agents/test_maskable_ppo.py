@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from mara_agents import make_policy
+from mara_agents.checkpoint_io import CheckpointError
 from mara_agents.allocators.registry import POLICIES
 from mara_agents.allocators.third_party import maskable_ppo_checkpoint
 from mara_agents.evaluation import methods
@@ -103,7 +104,7 @@ def test_a_checkpoint_that_differs_from_its_manifest_is_refused(tmp_path):
     shutil.copy(shipped.with_suffix(".json"), copy.with_suffix(".json"))
     with copy.open("ab") as handle:
         handle.write(b"\0")
-    with pytest.raises(ValueError, match=r"maskable_ppo_seed0\.zip is corrupt"):
+    with pytest.raises(CheckpointError, match=r"maskable_ppo_seed0\.zip: MaskablePPO checkpoint is corrupt"):
         make_policy("maskable-ppo", checkpoint=copy)
 
 

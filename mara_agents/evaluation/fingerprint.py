@@ -75,33 +75,6 @@ def source_fingerprint(obj: Any) -> str:
     return file_checksum(path) if path else defined.__qualname__
 
 
-def policy_modules(policy: Any) -> frozenset[str]:
-    """The ``mara_agents`` modules that define the policy and every object it holds (its demand stage, its
-    torch model, ...), found by walking it as :func:`policy_fingerprint` does."""
-    found: set[str] = set()
-    _walk_types(policy, 0, set(), found)
-    return frozenset(name for name in found if name == "mara_agents" or name.startswith("mara_agents."))
-
-
-def _walk_types(value: Any, depth: int, seen: set[int], found: set[str]) -> None:
-    if depth > _MAX_DEPTH or id(value) in seen or isinstance(value, (types.ModuleType, types.FunctionType)):
-        return
-    seen.add(id(value))
-    found.add(type(value).__module__)
-    if isinstance(value, Mapping):
-        children: Iterable[Any] = list(value.values())
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        children = list(value)
-    else:
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(value, torch.nn.Module):
-            children = list(value.modules())[1:]
-        else:
-            children = list(getattr(value, "__dict__", {}).values())
-    for child in children:
-        _walk_types(child, depth + 1, seen, found)
-
-
 def _module_file(name: str) -> Path | None:
     """The source file of ``mara_agents`` module ``name`` (a package's ``__init__.py``), if it exists."""
     parts = name.split(".")
@@ -155,18 +128,33 @@ def agents_fingerprint(modules: frozenset[str]) -> str:
     return files_fingerprint(files)
 
 
+class _Chunks:
+    """Collects what :func:`_feed` renders, so it can be hashed after the code it depends on."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def update(self, data: bytes) -> None:
+        self.parts.append(data)
+
+
 def policy_fingerprint(policy: Any) -> str:
     """Hash of a policy's class, source, parameters and referenced files (its "checkpoint hash"), and of
-    the allocator and predictor code it runs (:func:`agents_fingerprint`)."""
+    the allocator and predictor code it runs: :func:`agents_fingerprint` of the ``mara_agents`` modules that
+    define the policy and every object it holds (its demand stage, its torch model, ...)."""
+    rendered, modules = _Chunks(), set()
+    _feed(rendered, policy, 0, set(), modules)
     sha = hashlib.sha256()
     sha.update(source_fingerprint(policy).encode())
-    sha.update(agents_fingerprint(policy_modules(policy)).encode())
-    _feed(sha, policy, 0, set())
+    sha.update(agents_fingerprint(frozenset(m for m in modules if m.split(".")[0] == "mara_agents")).encode())
+    for part in rendered.parts:
+        sha.update(part)
     return sha.hexdigest()
 
 
-def _feed(sha: Any, value: Any, depth: int, seen: set[int]) -> None:
-    """Feed a canonical rendering of ``value`` into ``sha`` (depth-limited, cycle-safe)."""
+def _feed(sha: Any, value: Any, depth: int, seen: set[int], modules: set[str]) -> None:
+    """Feed a canonical rendering of ``value`` into ``sha`` (depth-limited, cycle-safe), and collect in
+    ``modules`` the module of every object's class on the way (a torch model's submodules included)."""
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         sha.update(repr(value).encode())
         return
@@ -186,8 +174,10 @@ def _feed(sha: Any, value: Any, depth: int, seen: set[int]) -> None:
     if depth > _MAX_DEPTH or id(value) in seen or isinstance(value, (types.ModuleType, types.FunctionType)):
         return
     seen.add(id(value))
+    modules.add(type(value).__module__)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.nn.Module):
+        modules.update(type(child).__module__ for child in value.modules())
         for name, tensor in sorted(value.state_dict().items()):
             sha.update(name.encode())
             sha.update(tensor.detach().cpu().contiguous().numpy().tobytes())
@@ -206,4 +196,4 @@ def _feed(sha: Any, value: Any, depth: int, seen: set[int]) -> None:
         items = ()
     for key, item in items:
         sha.update(repr(key).encode())
-        _feed(sha, item, depth + 1, seen)
+        _feed(sha, item, depth + 1, seen, modules)

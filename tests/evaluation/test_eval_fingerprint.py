@@ -71,12 +71,13 @@ def closure_files(policy) -> set[str]:
     from mara_agents.evaluation import fingerprint
 
     hashed: list[str] = []
-    original = fingerprint.files_fingerprint
+    files, agents = fingerprint.files_fingerprint, fingerprint.agents_fingerprint
     fingerprint.files_fingerprint = lambda paths: hashed.extend(str(p) for p in paths) or ""
+    fingerprint.agents_fingerprint = agents.__wrapped__  # uncached, so the files are read this time
     try:
-        fingerprint.agents_fingerprint.__wrapped__(fingerprint.policy_modules(policy))
+        policy_fingerprint(policy)
     finally:
-        fingerprint.files_fingerprint = original
+        fingerprint.files_fingerprint, fingerprint.agents_fingerprint = files, agents
     return set(hashed)
 
 

@@ -24,6 +24,14 @@ T = TypeVar("T")
 _SCALARS = (bool, int, float, str)
 
 
+def check_integers(settings: Any, names: Sequence[str], low: int) -> None:
+    """Every field ``names`` of ``settings`` is an integer ≥ ``low`` (not a bool), else ``ValueError`` naming it."""
+    for name in names:
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+
+
 def _leaf_type(cls: type, name: str) -> type:
     """The scalar type of a field (``str | None`` reads as ``str``)."""
     hint = typing.get_type_hints(cls)[name]

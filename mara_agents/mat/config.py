@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mara_agents.config_cli import check_integers
 from mara_agents.config_cli import parse_config as parse_dataclass
 from mara_agents.mat.model import MATHyperParameters
 from mara_agents.mat.ppo import PPOSettings
@@ -80,15 +81,10 @@ class MATTrainConfig:
     def __post_init__(self) -> None:
         if self.predictor not in PREDICTORS:
             raise ValueError(f"predictor must be one of {PREDICTORS}, got {self.predictor!r}")
-        for name in ("steps", "num_envs", "rollout_steps", "checkpoint_every", "threads", "validation_roots",
-                     "validation_episodes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
-        for name in ("validate_every", "validation_stress_episodes", "snapshot_every", "seed", "critic_warmup"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer ≥ 0, got {value!r}")
+        check_integers(self, ("steps", "num_envs", "rollout_steps", "checkpoint_every", "threads", "validation_roots",
+                              "validation_episodes"), 1)
+        check_integers(self, ("validate_every", "validation_stress_episodes", "snapshot_every", "seed",
+                              "critic_warmup"), 0)
         if self.env.observation != "dict" or self.env.workload is not None:
             raise ValueError("env: MAT trains on the dict observation of random episodes (observation='dict', "
                              "workload=None)")

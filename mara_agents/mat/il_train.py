@@ -31,6 +31,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from curves.bank import DEFAULT_BANK
 from mara_agents.checkpoint_io import bank_checksum, file_sha256, git_commit, portable_path
+from mara_agents.config_cli import check_integers
 from mara_agents.config_cli import parse_config as parse_dataclass
 from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.imitation import ExpertRollout, ImitationSettings, LabelledStates, environment_configs, fit
@@ -73,11 +74,8 @@ class MATILConfig:
     def __post_init__(self) -> None:
         if self.predictor not in PREDICTORS:
             raise ValueError(f"predictor must be one of {PREDICTORS}, got {self.predictor!r}")
-        for name, low in (("seed", 0), ("num_envs", 1), ("validation_roots", 1), ("validation_episodes", 1),
-                          ("validation_stress_episodes", 0), ("threads", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+        check_integers(self, ("seed", "validation_stress_episodes"), 0)
+        check_integers(self, ("num_envs", "validation_roots", "validation_episodes", "threads"), 1)
         if self.env.observation != "dict" or self.env.workload is not None:
             raise ValueError("env: MAT-IL trains on the dict observation of random episodes")
         if self.imitation.stress_envs >= self.num_envs:

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from mara_agents.config_cli import check_integers
 from mara_agents.mat.experts import PrivilegedObservation, PrivilegedSlackExpert
 from mara_agents.mat.model import MATModel, token_tensors
 from mara_agents.mat.tokens import build_tokens
@@ -54,12 +55,8 @@ class ImitationSettings:
         "help": "of the environments, this many play stress-test episodes (train/val curves) instead of mixtures"})
 
     def __post_init__(self) -> None:
-        if isinstance(self.stress_envs, bool) or not isinstance(self.stress_envs, int) or self.stress_envs < 0:
-            raise ValueError(f"stress_envs must be an integer ≥ 0, got {self.stress_envs!r}")
-        for name in ("rounds", "round_steps", "bc_epochs", "bc_batch"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
+        check_integers(self, ("stress_envs",), 0)
+        check_integers(self, ("rounds", "round_steps", "bc_epochs", "bc_batch"), 1)
         if not 0.0 <= self.beta_decay <= 1.0:
             raise ValueError(f"beta_decay must lie in [0, 1], got {self.beta_decay!r}")
         if not 0.0 < self.bc_lr <= 1.0:

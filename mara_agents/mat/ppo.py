@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from mara_agents.config_cli import check_integers
 from mara_agents.mat.model import MATModel
 
 
@@ -102,10 +103,7 @@ class PPOSettings:
         _check_range("entropy_coef", self.entropy_coef, 0.0, math.inf)
         _check_range("max_grad_norm", self.max_grad_norm, 0.0, math.inf, low_open=True)
         _check_range("reference_kl", self.reference_kl, 0.0, math.inf)
-        for name in ("epochs", "minibatches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
+        check_integers(self, ("epochs", "minibatches"), 1)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from tqdm import tqdm
 from curves.bank import DEFAULT_BANK, CurveBank, atomic_write_json, load_bank
 from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
                                        remove_run_state, save_run_state)
-from mara_agents.config_cli import changed_settings
+from mara_agents.config_cli import changed_settings, check_integers
 from mara_agents.config_cli import parse_config as parse_dataclass
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_agents.predictors.fm.encoding import static_context
@@ -81,11 +81,8 @@ class FMTrainConfig:
     model: FMHyperParameters = field(default_factory=FMHyperParameters, metadata={"flags": MODEL_FLAGS})
 
     def __post_init__(self) -> None:
-        for name in ("threads", "batch_size", "max_steps", "eval_every", "patience", "val_examples",
-                     "stats_examples", "min_prefix"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
+        check_integers(self, ("threads", "batch_size", "max_steps", "eval_every", "patience", "val_examples",
+                              "stats_examples", "min_prefix"), 1)
         if self.min_prefix < MIN_OBSERVATIONS:
             raise ValueError(f"min_prefix must be ≥ {MIN_OBSERVATIONS} (a predictor needs that many points), "
                              f"got {self.min_prefix}")

@@ -168,7 +168,8 @@ def _make_env(path: str, bank: str) -> gym.Env:
     return gym.make("MARA-v0", workload=path, bank=bank, disable_env_checker=True)
 
 
-def _run(unit: Unit, bank: str, num_nodes: int) -> list[dict[str, Any]]:
+def run_unit(unit: Unit, bank: str, num_nodes: int) -> list[dict[str, Any]]:
+    """One unit of work's rows: the bounds, or the method's episodes (what a worker process or Ray task runs)."""
     if unit.method == BOUNDS:
         return bound_unit(unit.targets, bank, num_nodes)
     return play_unit(unit.method, unit.seed, unit.targets, bank)
@@ -305,14 +306,14 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
         if settings.jobs <= 1:
             one_thread()
             for unit in pending:
-                finish(unit, _run(unit, bank, num_nodes))
+                finish(unit, run_unit(unit, bank, num_nodes))
             return
         # forkserver: workers start from a clean process, not a fork of one that already holds torch threads.
         context = multiprocessing.get_context("forkserver")
         pool = ProcessPoolExecutor(settings.jobs, mp_context=context, initializer=_init_worker,
                                    initargs=(os.getpid(), list(sys.path)))
         try:
-            futures = {pool.submit(_run, unit, bank, num_nodes): unit for unit in pending}
+            futures = {pool.submit(run_unit, unit, bank, num_nodes): unit for unit in pending}
             while futures:
                 finished, _ = wait(futures, return_when=FIRST_COMPLETED)
                 for future in finished:

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mara_agents.evaluation.harness import BOUNDS, Unit, _run, one_thread
+from mara_agents.evaluation.harness import BOUNDS, Unit, run_unit, one_thread
 
 LOCAL = "local"  # the --ray value (and Ray's own address) that asks for a new local Ray, not a cluster
 RETRIES = 2  # Ray resubmits a task whose worker died this many times
@@ -46,7 +46,7 @@ def play_remote(unit: Unit, bank: str, num_nodes: int, path: Sequence[str]) -> l
     one thread, then the unit as the local path runs it."""
     sys.path.extend(entry for entry in path if entry not in sys.path)
     one_thread()
-    return _run(unit, bank, num_nodes)
+    return run_unit(unit, bank, num_nodes)
 
 
 def run_on_ray(pending: Sequence[Unit], bank: str, num_nodes: int, address: str, num_cpus: int,

@@ -192,9 +192,10 @@ def train(config: MATTrainConfig) -> TrainResult:
     prepare_fresh_run(config, state_path)
     demand = make_demand(config.predictor, config.fm_checkpoint, config.device)
     model = MATModel(config.hparams()).to(device)
-    reference = initial_policy(config, device)
-    if reference is not None:
-        model.load_state_dict(reference.state_dict())
+    start = initial_policy(config, device)
+    if start is not None:
+        model.load_state_dict(start.state_dict())
+    reference = start if config.ppo.reference_kl > 0 else None  # the KL penalty's reference, only when it counts
     optimizer = torch.optim.Adam(model.parameters(), lr=config.ppo.lr, eps=1e-5)
     critic = torch.optim.Adam(model.value_head.parameters(), lr=config.ppo.lr, eps=1e-5)
     value_norm = ValueNorm().to(device)

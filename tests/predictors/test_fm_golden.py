@@ -1,0 +1,78 @@
+"""The shipped FM predictor's answers to a fixed query, bit for bit.
+
+``data/fm_golden.npz`` holds a query — 24 prefixes of the shipped bank's ID benchmark queries
+(:func:`mara_agents.predictors.bench.build_queries`, seed 0, every 57th row), their histories stored as float32
+as the environment's observation holds them, plus two rows that are not ready (2 observations; a zero cap) —
+and the shipped checkpoint's ``remaining``, ``trajectories`` and ``grid`` for it at 8 samples × 4 Euler steps
+and at 4 × 1 (the ViT setting).  They were recorded by :func:`record` (``python tests/predictors/test_fm_golden.py``)
+from the code *before* FM inference was optimised for speed, so any speed-up that changes a single output bit
+fails here.  Float results of a neural network depend on the CPU's instruction set and the torch build; the
+file also records both, and on another machine the answers are compared to float tolerance instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mara_agents.predictors.base import PredictorQuery
+from mara_agents.predictors.fm.predictor import FlowMatchingPredictor, load_model, load_predictor
+
+GOLDEN = Path(__file__).parent / "data" / "fm_golden.npz"
+SETTINGS = ((8, 4), (4, 1))  # (samples, Euler steps)
+QUERY_FIELDS = ("history", "length", "batch_size", "lr", "eps", "cap")
+
+
+def platform() -> str:
+    """What the exact float results depend on: the torch build and the CPU kernels it dispatches to."""
+    return f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+
+
+def golden_query() -> PredictorQuery:
+    """Build the fixed query from the shipped bank (only :func:`record` needs this; the test reads the file)."""
+    from curves.bank import DEFAULT_BANK, load_bank
+    from mara_agents.predictors.bench import build_queries
+
+    query = build_queries(load_bank(DEFAULT_BANK), "ID", seed=0).query
+    rows = np.arange(0, len(query), 57)[:24]
+    picked = query.subset(np.concatenate([rows, rows[:2]]))
+    width = int(picked.length.max())
+    length, cap = picked.length.copy(), picked.cap.copy()
+    length[-2], cap[-1] = 2, 0.0                      # not ready: too few observations; nothing left to run
+    history = picked.history[:, :width].astype(np.float32)
+    history[-2, 2:] = 0.0
+    return PredictorQuery(history, length, picked.batch_size, picked.lr, picked.eps, cap)
+
+
+def record(path: Path = GOLDEN) -> None:
+    """Write the query and the shipped predictor's answers to ``path``."""
+    query, model = golden_query(), load_model()
+    arrays = {f"query_{name}": getattr(query, name) for name in QUERY_FIELDS}
+    for samples, steps in SETTINGS:
+        prediction = FlowMatchingPredictor(model, n_samples=samples, euler_steps=steps).predict(query)
+        for name in ("remaining", "trajectories", "grid"):
+            arrays[f"{samples}x{steps}_{name}"] = getattr(prediction, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, platform=np.array(platform()), **arrays)
+
+
+def test_shipped_predictor_reproduces_the_recorded_answers_bit_for_bit():
+    golden = np.load(GOLDEN)
+    query = PredictorQuery(*(golden[f"query_{name}"] for name in QUERY_FIELDS))
+    exact = str(golden["platform"]) == platform()
+    model = load_predictor().model
+    for samples, steps in SETTINGS:
+        prediction = FlowMatchingPredictor(model, n_samples=samples, euler_steps=steps).predict(query)
+        for name in ("remaining", "trajectories", "grid"):
+            expected, actual = golden[f"{samples}x{steps}_{name}"], getattr(prediction, name)
+            if exact:
+                assert actual.dtype == expected.dtype and actual.tobytes() == expected.tobytes(), (samples, steps, name)
+            else:
+                np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
+if __name__ == "__main__":
+    record()
+    print(f"wrote {GOLDEN} ({platform()})")

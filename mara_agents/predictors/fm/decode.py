@@ -16,16 +16,14 @@ def first_crossing(trajectories: np.ndarray, boundaries: np.ndarray, eps: np.nda
     ``trajectories`` is (n, N, J+1) with L̂ at ``boundaries`` (n, J+1); ``eps`` is (n,).  A trajectory that
     starts at or below ε crosses at s_0.
     """
-    threshold = eps[:, None, None]
-    below = trajectories <= threshold
-    crossed = below.any(axis=-1)
-    j = np.argmax(below, axis=-1)                        # first index at or below ε
+    below = trajectories <= eps[:, None, None]
+    j = np.argmax(below, axis=-1)                        # first index at or below ε (0 if there is none)
+    crossed = np.take_along_axis(below, j[..., None], axis=-1)[..., 0]
     prev = np.maximum(j - 1, 0)
     l_prev = np.take_along_axis(trajectories, prev[..., None], axis=-1)[..., 0]
     l_next = np.take_along_axis(trajectories, j[..., None], axis=-1)[..., 0]
-    grid = np.broadcast_to(boundaries[:, None, :], trajectories.shape)
-    s_prev = np.take_along_axis(grid, prev[..., None], axis=-1)[..., 0]
-    s_next = np.take_along_axis(grid, j[..., None], axis=-1)[..., 0]
+    task = np.arange(boundaries.shape[0])[:, None]
+    s_prev, s_next = boundaries[task, prev], boundaries[task, j]
     drop = l_prev - l_next
     with np.errstate(divide="ignore", invalid="ignore"):
         fraction = np.where(drop > 0, (l_prev - eps[:, None]) / drop, 1.0)

@@ -43,5 +43,6 @@ def euler_integrate(velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tenso
     z = z0
     for k in range(steps):
         u = torch.full((z.shape[0],), k / steps, dtype=z.dtype, device=z.device)
-        z = z + velocity(z, u) / steps
+        step = velocity(z, u) / steps
+        z = z + step if k == 0 else z.add_(step)  # in place once z is ours, never the caller's z0
     return z

@@ -72,9 +72,11 @@ class PredictorQuery:
         """Tasks a model predicts for: enough observations and a positive cap."""
         return (self.length >= MIN_OBSERVATIONS) & (self.cap > 0)
 
-    def subset(self, rows: np.ndarray) -> PredictorQuery:
-        """The query restricted to ``rows`` (a boolean mask or index array)."""
-        return PredictorQuery(self.history[rows], self.length[rows], self.batch_size[rows], self.lr[rows],
+    def subset(self, rows: np.ndarray, width: int | None = None) -> PredictorQuery:
+        """The query restricted to ``rows`` (a boolean mask or index array), and its history to the first
+        ``width`` columns when given (at least the longest selected history, so nothing observed is lost)."""
+        history = self.history[rows] if width is None else self.history[rows, :width]
+        return PredictorQuery(history, self.length[rows], self.batch_size[rows], self.lr[rows],
                               self.eps[rows], self.cap[rows])
 
 
@@ -87,11 +89,15 @@ class Prediction:
         trajectories: (n, N, J+1) sampled future cumulative-average losses L̂(s_0..s_J) (FM only; NaN rows
             for tasks that were not ready).
         grid: (n, J+1) the bin boundaries s_j of those trajectories, in batches (FM only).
+        samples: (n, N) float64 remaining-batch estimate of each sampled trajectory, clipped to ``[0, cap]``
+            like ``remaining``, whose median (before clipping) ``remaining`` is; NaN rows for tasks that were
+            not ready (FM only: the spread of the forecast, for callers that want more than its median).
     """
 
     remaining: np.ndarray
     trajectories: np.ndarray | None = None
     grid: np.ndarray | None = None
+    samples: np.ndarray | None = None
 
 
 @runtime_checkable
@@ -105,7 +111,9 @@ class Predictor(Protocol):
 
 def capped_remaining(estimate: np.ndarray, query: PredictorQuery) -> np.ndarray:
     """The returned estimate: the cap before 4 observations or where ``estimate`` is not finite, otherwise
-    ``estimate`` clipped to ``[0, cap]`` (paper §4.1, last paragraph)."""
-    cap = query.cap.astype(np.float64)
-    usable = query.ready & np.isfinite(estimate)
+    ``estimate`` clipped to ``[0, cap]`` (paper §4.1, last paragraph).  ``estimate`` is (n,) or has extra
+    trailing axes (one estimate per sample: (n, N)); each row is capped by its task's cap."""
+    extra = (1,) * (estimate.ndim - 1)
+    cap = query.cap.astype(np.float64).reshape(-1, *extra)
+    usable = query.ready.reshape(-1, *extra) & np.isfinite(estimate)
     return np.where(usable, np.clip(np.nan_to_num(estimate, nan=0.0), 0.0, cap), cap)

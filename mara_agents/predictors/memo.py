@@ -29,23 +29,39 @@ class StepMemo:
     """A :class:`Predictor` that answers rows seen in its previous call from memory and asks ``predictor``
     for the rest, in one batched call.
 
-    It returns ``remaining`` only (no sampled trajectories); wrap a predictor with it for allocation, and use
-    the bare predictor when the trajectories are wanted.
+    It returns ``remaining`` and, when the wrapped predictor gives them (FM), the per-sample estimates
+    ``samples`` — a remembered row gets the samples it was given with its estimate; it never returns sampled
+    trajectories: wrap a predictor with it for allocation, and use the bare predictor when the trajectories
+    are wanted.
     """
 
     def __init__(self, predictor: Predictor):
         self.predictor = predictor
-        self._previous: dict[bytes, float] = {}
+        self._previous: dict[bytes, int] = {}  # row key → its row in the previous call's answers
+        self._remaining = np.zeros(0)
+        self._samples: np.ndarray | None = None
         self.hits = 0
         self.misses = 0
 
     def predict(self, query: PredictorQuery) -> Prediction:
         keys = row_keys(query)
-        remaining = np.array([self._previous.get(key, np.nan) for key in keys], dtype=np.float64)
-        missing = np.flatnonzero(np.isnan(remaining))
+        index = np.fromiter((self._previous.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+        found, missing = np.flatnonzero(index >= 0), np.flatnonzero(index < 0)
+        remaining = np.empty(len(keys))
+        remaining[found] = self._remaining[index[found]]
+        samples = None
+        if found.size and self._samples is not None:
+            samples = np.full((len(keys), self._samples.shape[1]), np.nan)
+            samples[found] = self._samples[index[found]]
         if missing.size:
-            remaining[missing] = self.predictor.predict(query.subset(missing)).remaining
-        self.hits += len(keys) - missing.size
+            asked = self.predictor.predict(query if missing.size == len(keys) else query.subset(missing))
+            remaining[missing] = asked.remaining
+            if asked.samples is not None:
+                if samples is None:
+                    samples = np.full((len(keys), asked.samples.shape[1]), np.nan)
+                samples[missing] = asked.samples
+        self.hits += found.size
         self.misses += missing.size
-        self._previous = dict(zip(keys, remaining.tolist()))
-        return Prediction(remaining=remaining)
+        self._previous = {key: row for row, key in enumerate(keys)}
+        self._remaining, self._samples = remaining, samples
+        return Prediction(remaining=remaining, samples=samples)

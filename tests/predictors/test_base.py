@@ -25,6 +25,19 @@ def test_non_finite_estimates_fall_back_to_the_cap():
     assert capped_remaining(np.array([np.nan, np.inf]), q).tolist() == [7.0, 7.0]
 
 
+def test_per_sample_estimates_are_capped_row_by_row():
+    q = query([3, 10, 10], [9.0, 9.0, 4.0])
+    estimate = np.array([[1.0, 2.0], [50.0, np.nan], [-1.0, 3.0]])
+    assert capped_remaining(estimate, q).tolist() == [[9.0, 9.0], [9.0, 9.0], [0.0, 3.0]]
+
+
+def test_a_subset_may_drop_history_columns_past_its_longest_row():
+    q = PredictorQuery(np.arange(12.0).reshape(3, 4), np.array([1, 2, 4]), np.ones(3), np.ones(3), np.ones(3),
+                       np.ones(3))
+    part = q.subset(np.array([0, 1]), width=2)
+    assert part.history.tolist() == [[0.0, 1.0], [4.0, 5.0]] and part.length.tolist() == [1, 2]
+
+
 def test_current_loss_is_the_last_observation():
     q = PredictorQuery(np.array([[3.0, 2.0, 0.0], [0.0, 0.0, 0.0]]), np.array([2, 0]), np.ones(2), np.ones(2),
                        np.ones(2), np.ones(2))

@@ -73,6 +73,21 @@ def test_shipped_predictor_reproduces_the_recorded_answers_bit_for_bit():
                 np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4, equal_nan=True)
 
 
+def test_samples_are_the_per_trajectory_estimates_whose_median_is_the_answer():
+    golden = np.load(GOLDEN)
+    query = PredictorQuery(*(golden[f"query_{name}"] for name in QUERY_FIELDS))
+    prediction = load_predictor().predict(query)
+    samples, ready = prediction.samples, query.ready
+    assert samples.shape == (len(query), 8) and samples.dtype == np.float64
+    assert np.isnan(samples[~ready]).all() and np.isfinite(samples[ready]).all()
+    assert np.all((samples[ready] >= 0) & (samples[ready] <= query.cap[ready, None]))
+    np.testing.assert_allclose(np.median(samples[ready], axis=1), prediction.remaining[ready], rtol=1e-12, atol=1e-9)
+    assert np.ptp(samples[ready], axis=1).max() > 1.0  # a real spread, not one value repeated
+    # a trajectory that never reaches ε within the horizon is worth the whole horizon
+    never = ~(prediction.trajectories[ready] <= query.eps[ready, None, None]).any(axis=-1)
+    assert never.any() and np.array_equal(samples[ready][never], np.broadcast_to(query.cap[ready, None], never.shape)[never])
+
+
 if __name__ == "__main__":
     record()
     print(f"wrote {GOLDEN} ({platform()})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mara_agents.predictors.base import Prediction, PredictorQuery
+from mara_agents.predictors.fm.predictor import load_predictor
 from mara_agents.predictors.memo import StepMemo
 from mara_agents.predictors.wls import WLSPredictor
 
@@ -62,3 +63,28 @@ def test_only_the_previous_call_is_remembered():
     for lengths in ([10], [11], [10]):
         memo.predict(make_query(lengths))
     assert inner.rows == [1, 1, 1]
+
+
+def test_per_sample_estimates_pass_through_and_a_hit_returns_the_remembered_ones():
+    fm = load_predictor()
+    memo = StepMemo(fm)
+    first, second = make_query([10, 20, 30, 2]), make_query([11, 20, 31, 2])  # rows 1 and 3 unchanged
+    before = memo.predict(first)
+    np.testing.assert_array_equal(before.samples, fm.predict(first).samples)
+    after = memo.predict(second)
+    assert (memo.hits, memo.misses) == (2, 6)
+    np.testing.assert_array_equal(after.samples[[1, 3]], before.samples[[1, 3]])
+    assert np.isnan(after.samples[3]).all()  # not ready: no samples, remembered as such
+    changed = fm.predict(second.subset(np.array([0, 2])))
+    np.testing.assert_array_equal(after.samples[[0, 2]], changed.samples)
+    np.testing.assert_array_equal(after.remaining[[0, 2]], changed.remaining)
+    again = memo.predict(second)  # every row remembered: the predictor is not asked at all
+    assert memo.misses == 6
+    np.testing.assert_array_equal(again.samples, after.samples)
+    np.testing.assert_array_equal(again.remaining, after.remaining)
+
+
+def test_a_predictor_without_samples_gives_none_through_the_memo():
+    memo = StepMemo(WLSPredictor())
+    for lengths in ([10, 20], [10, 21]):  # a miss-only call, then a call with a hit
+        assert memo.predict(make_query(lengths)).samples is None

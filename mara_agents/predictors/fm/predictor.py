@@ -37,13 +37,23 @@ class FlowMatchingPredictor:
         self.model = model.eval()
         self.n_samples = n_samples
         self.euler_steps = euler_steps
+        self._noise: torch.Tensor | None = None
+        self._noise_key: str | None = None
 
     @property
     def device(self) -> torch.device:
         """Where the model's parameters live; inputs are moved there."""
         return next(self.model.parameters()).device
 
-    @torch.no_grad()
+    def noise(self, device: torch.device) -> torch.Tensor:
+        """The N fixed Sobol noise vectors as a float32 tensor on ``device`` (N, J), converted once."""
+        key = str(device)
+        if self._noise_key != key:
+            points = sobol_gaussian_points(self.n_samples, self.model.hparams.bins)
+            self._noise, self._noise_key = torch.as_tensor(points, dtype=torch.float32, device=device), key
+        return self._noise
+
+    @torch.inference_mode()
     def sample_targets(self, query: PredictorQuery) -> np.ndarray:
         """Sampled targets y (n, N, J) for every task of ``query`` (all must have ≥ 1 observation)."""
         device, dtype = self.device, torch.float32
@@ -56,31 +66,41 @@ class FlowMatchingPredictor:
                                 torch.as_tensor(query.cap * query.batch_size, dtype=dtype, device=device))
         context = self.model.context(history, length, batch_size, static)
         n, bins = len(query), self.model.hparams.bins
-        noise = torch.as_tensor(sobol_gaussian_points(self.n_samples, bins), dtype=dtype, device=device)
-        z0 = noise.repeat(n, 1)                                              # (n·N, J), task-major
+        z0 = self.noise(device).repeat(n, 1)                                 # (n·N, J), task-major
         z1 = euler_integrate(self.model.sampling_velocity(context, self.n_samples), z0, self.euler_steps)
         return self.model.unstandardise_target(z1).reshape(n, self.n_samples, bins).double().cpu().numpy()
 
     def predict(self, query: PredictorQuery) -> Prediction:
-        """Median first-crossing estimate per task; the cap for tasks that are not ready."""
-        bins = self.model.hparams.bins
-        remaining = np.full(len(query), np.nan)
-        trajectories = np.full((len(query), self.n_samples, bins + 1), np.nan)
-        grid = np.full((len(query), bins + 1), np.nan)
+        """Median first-crossing estimate per task; the cap for tasks that are not ready.
+
+        Besides ``remaining`` it returns the sampled ``trajectories`` with their ``grid`` and the ``samples``:
+        each trajectory's own remaining-batch estimate (its first ε crossing, the horizon if it has none),
+        clipped to ``[0, cap]`` like ``remaining``, NaN rows for tasks that are not ready.  ``remaining`` is
+        the median of the unclipped samples, then clipped (the samples already lie in ``[0, cap]`` up to
+        round-off).
+        """
+        n, bins = len(query), self.model.hparams.bins
+        remaining = np.full(n, np.nan)
+        trajectories = np.full((n, self.n_samples, bins + 1), np.nan)
+        grid = np.full((n, bins + 1), np.nan)
+        per_sample = np.full((n, self.n_samples), np.nan)
         rows = np.flatnonzero(query.ready)
         if rows.size:
-            ready = query.subset(rows)
+            ready = query.subset(rows, width=int(query.length[rows].max()))
             batch_size = ready.batch_size.astype(np.float64)
             prefix_samples = ready.length * batch_size
+            current_loss = ready.current_loss
             boundaries = bin_boundaries(prefix_samples, ready.cap * batch_size, bins)
-            averages = inverse_log_ratio(self.sample_targets(ready), ready.current_loss, self.model.hparams.delta)
-            paths = reconstruct_cumavg(averages, boundaries, ready.current_loss)
+            averages = inverse_log_ratio(self.sample_targets(ready), current_loss, self.model.hparams.delta)
+            paths = reconstruct_cumavg(averages, boundaries, current_loss)
             crossing = first_crossing(paths, boundaries, ready.eps.astype(np.float64))
-            per_sample = remaining_batches(crossing, prefix_samples, ready.cap.astype(np.float64), batch_size)
-            remaining[rows] = median_estimate(per_sample)
+            per_sample[rows] = remaining_batches(crossing, prefix_samples, ready.cap.astype(np.float64), batch_size)
+            remaining[rows] = median_estimate(per_sample[rows])
             trajectories[rows] = paths
             grid[rows] = boundaries / batch_size[:, None]
-        return Prediction(remaining=capped_remaining(remaining, query), trajectories=trajectories, grid=grid)
+        samples = np.where(query.ready[:, None], capped_remaining(per_sample, query), np.nan)
+        return Prediction(remaining=capped_remaining(remaining, query), trajectories=trajectories, grid=grid,
+                          samples=samples)
 
 
 def save_checkpoint(path: str | os.PathLike[str], model: FlowMatchingModel,

@@ -5,29 +5,41 @@
 as the environment's observation holds them, plus two rows that are not ready (2 observations; a zero cap) —
 and the shipped checkpoint's ``remaining``, ``trajectories`` and ``grid`` for it at 8 samples × 4 Euler steps
 and at 4 × 1 (the ViT setting).  They were recorded by :func:`record` (``python tests/predictors/test_fm_golden.py``)
-from the code *before* FM inference was optimised for speed, so any speed-up that changes a single output bit
-fails here.  Float results of a neural network depend on the CPU's instruction set and the torch build; the
-file also records both, and on another machine the answers are compared to float tolerance instead.
+from the code before FM inference was optimised for speed (commit 0f77a02), so any speed-up that changes a
+single output bit fails here.
+
+Float results of a neural network also depend on the CPU and the torch build (which matrix and vector kernels
+run).  The file therefore also holds a *kernel canary*: the shipped model's GRU and velocity MLP run as plain
+torch modules on fixed inputs (no project code involved).  Where the canary comes out bit-identical, the kernels
+are the recording machine's and the answers must be too; elsewhere they are compared to float tolerance.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from mara_agents.predictors.base import PredictorQuery
-from mara_agents.predictors.fm.predictor import FlowMatchingPredictor, load_model, load_predictor
+from mara_agents.predictors.fm.model import FlowMatchingModel
+from mara_agents.predictors.fm.predictor import FlowMatchingPredictor, load_model
 
 GOLDEN = Path(__file__).parent / "data" / "fm_golden.npz"
 SETTINGS = ((8, 4), (4, 1))  # (samples, Euler steps)
 QUERY_FIELDS = ("history", "length", "batch_size", "lr", "eps", "cap")
 
 
-def platform() -> str:
-    """What the exact float results depend on: the torch build and the CPU kernels it dispatches to."""
-    return f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+def kernel_canary(model: FlowMatchingModel) -> str:
+    """SHA-256 of the model's GRU (24 sequences of 32 points) and velocity MLP (208 rows) run on fixed inputs
+    as plain modules; shapes like the golden query's, so the same matrix kernels run."""
+    generator = torch.Generator().manual_seed(0)
+    sequences = torch.randn(24, 32, model.encoder.input_size, generator=generator)
+    rows = torch.randn(208, model.velocity_mlp[0].in_features, generator=generator)
+    with torch.no_grad():
+        outputs = torch.cat([model.encoder(sequences)[0].flatten(), model.velocity_mlp(rows).flatten()])
+    return hashlib.sha256(outputs.numpy().tobytes()).hexdigest()
 
 
 def golden_query() -> PredictorQuery:
@@ -47,7 +59,7 @@ def golden_query() -> PredictorQuery:
 
 
 def record(path: Path = GOLDEN) -> None:
-    """Write the query and the shipped predictor's answers to ``path``."""
+    """Write the query, the shipped predictor's answers and the kernel canary to ``path``."""
     query, model = golden_query(), load_model()
     arrays = {f"query_{name}": getattr(query, name) for name in QUERY_FIELDS}
     for samples, steps in SETTINGS:
@@ -55,14 +67,17 @@ def record(path: Path = GOLDEN) -> None:
         for name in ("remaining", "trajectories", "grid"):
             arrays[f"{samples}x{steps}_{name}"] = getattr(prediction, name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(path, platform=np.array(platform()), **arrays)
+    np.savez_compressed(path, canary=np.array(kernel_canary(model)), **arrays)
+
+
+def load_golden() -> tuple[np.lib.npyio.NpzFile, PredictorQuery]:
+    golden = np.load(GOLDEN)
+    return golden, PredictorQuery(*(golden[f"query_{name}"] for name in QUERY_FIELDS))
 
 
 def test_shipped_predictor_reproduces_the_recorded_answers_bit_for_bit():
-    golden = np.load(GOLDEN)
-    query = PredictorQuery(*(golden[f"query_{name}"] for name in QUERY_FIELDS))
-    exact = str(golden["platform"]) == platform()
-    model = load_predictor().model
+    (golden, query), model = load_golden(), load_model()
+    exact = kernel_canary(model) == str(golden["canary"])
     for samples, steps in SETTINGS:
         prediction = FlowMatchingPredictor(model, n_samples=samples, euler_steps=steps).predict(query)
         for name in ("remaining", "trajectories", "grid"):
@@ -74,9 +89,8 @@ def test_shipped_predictor_reproduces_the_recorded_answers_bit_for_bit():
 
 
 def test_samples_are_the_per_trajectory_estimates_whose_median_is_the_answer():
-    golden = np.load(GOLDEN)
-    query = PredictorQuery(*(golden[f"query_{name}"] for name in QUERY_FIELDS))
-    prediction = load_predictor().predict(query)
+    golden, query = load_golden()
+    prediction = FlowMatchingPredictor(load_model()).predict(query)
     samples, ready = prediction.samples, query.ready
     assert samples.shape == (len(query), 8) and samples.dtype == np.float64
     assert np.isnan(samples[~ready]).all() and np.isfinite(samples[ready]).all()
@@ -90,4 +104,4 @@ def test_samples_are_the_per_trajectory_estimates_whose_median_is_the_answer():
 
 if __name__ == "__main__":
     record()
-    print(f"wrote {GOLDEN} ({platform()})")
+    print(f"wrote {GOLDEN}")

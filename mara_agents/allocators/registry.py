@@ -15,6 +15,7 @@ evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POL
 | ``lara``        | LARA      | WLS       | —                                                         |
 | ``lara-fm``     | LARA      | FM        | FM checkpoint                                             |
 | ``slack-fm``    | slack ranking (not in the paper) | FM | FM checkpoint                          |
+| ``mat-il-ppo``  | MAT, our recipe (not the paper's) | FM | ``mara_agents/checkpoints/mat_il_ppo_seed{seed}.pt`` + FM checkpoint |
 | ``fifo``, ``edf`` | naive   | —         | —                                                         |
 | ``random``      | uniform matching | —  | —                                                         |
 | ``maskable-ppo`` | sb3-contrib MaskablePPO (third-party) | — | sb3-contrib + ``mara_agents/checkpoints/third_party/maskable_ppo_seed{seed}.zip`` |
@@ -82,6 +83,8 @@ POLICIES: dict[str, Method] = {method.name: method for method in (
     Method("lara", "LARA", _predictive("lara", "wls")),
     Method("lara-fm", "LARA-FM", _predictive("lara", "fm")),
     Method("slack-fm", "FM-slack", _predictive("slack", "fm")),  # not in the paper (allocators/slack.py)
+    # not the paper's recipe: DAgger from a privileged expert, then PPO (docs/learned_allocator.md)
+    Method("mat-il-ppo", "MAT-IL+PPO (ours)", _mat("mat-il-ppo"), TRAINING_SEEDS),
     Method("fifo", "FIFO", FIFOPolicy),
     Method("edf", "EDF", EDFPolicy),
     Method("mara-sparse", "MARA w/ sparse reward", _mat("mara-sparse"), TRAINING_SEEDS),

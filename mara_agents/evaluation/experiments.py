@@ -31,14 +31,20 @@ THIRD_PARTY_METHODS = ("maskable-ppo",)
 THIRD_PARTY_NOTE = ("MaskablePPO is a third-party trainer, not in the paper: sb3-contrib's MaskablePPO with its "
                     "default MLP policy, trained for 400k env steps per seed on train/val curves with the flat "
                     "observation and conflict repair (examples/sb3_maskable_ppo.py).")
+# Not in the paper: our own learned allocator (docs/learned_allocator.md), the same MAT trained by another recipe,
+# shown beside the paper's methods with its paired comparison against FM-slack and MARA.
+OURS_METHODS = ("mat-il-ppo",)
+OURS_NOTE = ("MAT-IL+PPO is ours, not the paper's: the paper's MAT over FM, trained by DAgger from an expert that "
+             "reads the true remaining demand (training only), then PPO held near that policy "
+             "(docs/learned_allocator.md).")
 # The methods each experiment shows by default; --methods replaces them (except Table 5, a fixed ablation pair).
 DEFAULT_METHODS = {
-    "table2": MAIN_METHODS + REFERENCE_METHODS + THIRD_PARTY_METHODS,
-    "table3": MAIN_METHODS + REFERENCE_METHODS,
-    "fig4": ("mara", "lara", "fifo", "edf", *REFERENCE_METHODS),
-    "table4": ("mara", "mara-wls", "fifo", "edf"),
+    "table2": MAIN_METHODS + REFERENCE_METHODS + OURS_METHODS + THIRD_PARTY_METHODS,
+    "table3": MAIN_METHODS + REFERENCE_METHODS + OURS_METHODS,
+    "fig4": ("mara", "lara", "fifo", "edf", *REFERENCE_METHODS, *OURS_METHODS),
+    "table4": ("mara", "mara-wls", "fifo", "edf", *OURS_METHODS),
     "table5": ("mara", "mara-sparse"),
-    "families": MAIN_METHODS + REFERENCE_METHODS,
+    "families": MAIN_METHODS + REFERENCE_METHODS + OURS_METHODS,
     "clairvoyant": (),
 }
 ALLOCATION_EXPERIMENTS = tuple(DEFAULT_METHODS)
@@ -117,7 +123,7 @@ def _stat_or_skip(rows: list[dict[str, Any]], method: str, cells: Sequence[Cell]
 def _note(methods: Sequence[str], base: str = BOUND_NOTE) -> str:
     """A table's note, naming the reference and third-party methods when the table shows them."""
     shown = set(methods)
-    notes = [base] + [note for group, note in ((REFERENCE_METHODS, REFERENCE_NOTE),
+    notes = [base] + [note for group, note in ((REFERENCE_METHODS, REFERENCE_NOTE), (OURS_METHODS, OURS_NOTE),
                                                (THIRD_PARTY_METHODS, THIRD_PARTY_NOTE)) if shown & set(group)]
     return " ".join(notes)
 
@@ -159,7 +165,10 @@ def build_grids(experiments: Sequence[str], selection: Selection, rows: list[dic
                 "table2", f"Table 2. Main allocation results at {load}: success rate (%), mean ± sample std",
                 methods, cells, rows, skipped)
             if "mara" in methods and len(methods) > 1:
-                grids["paired"] = _paired(methods, cells, rows, skipped, load)
+                grids["paired"] = _paired("paired", "mara", methods, cells, rows, skipped, load)
+            ours = [m for m in OURS_METHODS if m in methods]
+            if ours and len(methods) > 1:
+                grids["paired_ours"] = _paired("paired_ours", ours[0], methods, cells, rows, skipped, load)
         elif experiment == "table5":
             grids[experiment] = table_by_task_set(
                 "table5", f"Table 5. Reward shaping ablation at {load}: success rate (%), mean ± sample std",
@@ -202,8 +211,8 @@ def _table4(methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]
     grid = Grid("table4", "Table 4. Operational diagnostics over all selected loads and task sets, "
                 "mean ± sample std", "Method", _labels(methods), [label for _, label, _, _ in OPERATIONAL],
                 decimals={label: d for _, label, _, d in OPERATIONAL},
-                note="Ready: steps from arrival to four loss observations. The bounds are not schedules and have "
-                     "no operational metrics.")
+                note=_note(methods, "Ready: steps from arrival to four loss observations. The bounds are not "
+                                    "schedules and have no operational metrics."))
     for method, row in zip(methods, grid.rows):
         for metric, label, scale, _ in OPERATIONAL:
             grid.set(row, label, _stat_or_skip(rows, method, cells, skipped, metric=metric, scale=scale))
@@ -245,18 +254,20 @@ def _clairvoyant(cells: list[Cell], rows: list[dict[str, Any]]) -> Grid:
     return grid
 
 
-def _paired(methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]], skipped: set[str],
-            load: str) -> Grid:
-    """Table 2's MARA lead over every other method, paired by evaluation root (see ``paired_difference``)."""
-    others = [m for m in methods if m != "mara"]
-    grid = Grid("paired", f"MARA − method at {load}, paired by evaluation root: success-rate points, mean ± sample "
-                          "std over roots", "Task set", [], [f"MARA − {spec_for(m).label}" for m in others],
-                note=_note(others, "Per root, each method's success rate (MAT methods averaged over their training "
-                                   "seeds); the std is over the roots' differences, so it excludes the workload "
-                                   "variation that both methods share."))
+def _paired(name: str, anchor: str, methods: Sequence[str], cells: list[Cell], rows: list[dict[str, Any]],
+            skipped: set[str], load: str) -> Grid:
+    """Table 2's ``anchor`` (MARA, or our learned allocator) against every other method, paired by evaluation
+    root (see ``paired_difference``)."""
+    others = [m for m in methods if m != anchor]
+    label = spec_for(anchor).label
+    grid = Grid(name, f"{label} − method at {load}, paired by evaluation root: success-rate points, mean ± sample "
+                      "std over roots", "Task set", [], [f"{label} − {spec_for(m).label}" for m in others],
+                note=_note([anchor, *others], "Per root, each method's success rate (MAT methods averaged over their "
+                                              "training seeds); the std is over the roots' differences, so it "
+                                              "excludes the workload variation that both methods share."))
     for row, group in task_set_groups(cells):
         grid.rows.append(row)
         for method, col in zip(others, grid.cols):
-            value = SKIPPED if {"mara", method} & skipped else paired_difference(rows, "mara", method, group)
+            value = SKIPPED if {anchor, method} & skipped else paired_difference(rows, anchor, method, group)
             grid.set(row, col, value)
     return grid

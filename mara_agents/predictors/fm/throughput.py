@@ -1,0 +1,95 @@
+"""FM inference throughput at the batch sizes its callers send (``python -m mara_agents.predictors.fm.throughput``).
+
+The predictor benchmark (:mod:`mara_agents.predictors.bench`) times one call over a whole task set (over a
+thousand prefixes); the environment's callers send far smaller batches — the evaluation's lock-step play one
+call per step with the new prefixes of 60 episodes (a few hundred), MAT training one per vector step, a single
+environment at most K.  This prints milliseconds per call and microseconds per prefix of
+:meth:`FlowMatchingPredictor.predict` at such sizes, on prefixes drawn (with a fixed seed) from the shipped
+bank's ID benchmark queries, at the paper's 8 samples × 4 Euler steps, with CPU seconds beside wall seconds
+so that a busy machine shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from curves.bank import DEFAULT_BANK, load_bank
+from mara_agents.predictors.base import PredictorQuery
+from mara_agents.predictors.bench import build_queries
+from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT, FlowMatchingPredictor, load_predictor
+
+ROWS = (1, 8, 64, 350)
+
+
+def sample_query(query: PredictorQuery, rows: int, seed: int = 0) -> PredictorQuery:
+    """``rows`` prefixes of ``query`` picked by a fixed permutation (with repetition if it has fewer)."""
+    order = np.random.default_rng(seed).permutation(len(query))
+    return query.subset(np.resize(order, rows))
+
+
+def time_calls(predictor: FlowMatchingPredictor, query: PredictorQuery, calls: int,
+               repeats: int) -> tuple[float, float]:
+    """Best (wall, CPU) seconds per call over ``repeats`` rounds of ``calls`` calls, after one warm-up call."""
+    predictor.predict(query)
+    wall, cpu = float("inf"), float("inf")
+    for _ in range(repeats):
+        start_wall, start_cpu = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            predictor.predict(query)
+        wall = min(wall, (time.perf_counter() - start_wall) / calls)
+        cpu = min(cpu, (time.process_time() - start_cpu) / calls)
+    return wall, cpu
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command-line settings."""
+    parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.fm.throughput",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=list(ROWS), help="prefixes per call")
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds per size (the best is printed)")
+    parser.add_argument("--seconds", type=float, default=0.5, help="about how long one round lasts")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="FM checkpoint")
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), help="curve bank whose ID test curves give the prefixes")
+    args = parser.parse_args(argv)
+    for name in ("repeats", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if min(args.rows) < 1:
+        parser.error(f"--rows must all be at least 1, got {args.rows}")
+    if args.seconds <= 0:
+        parser.error(f"--seconds must be positive, got {args.seconds}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> list[tuple[int, float, float]]:
+    """Print one line per batch size: ms per call and µs per prefix, wall and CPU; return (rows, wall, CPU)."""
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    predictor = load_predictor(args.checkpoint)
+    queries = build_queries(load_bank(args.bank), "ID")
+    if queries is None:
+        raise SystemExit(f"error: the bank {args.bank} has no calibrated ID test curves to draw prefixes from")
+    print(f"FM predict, {predictor.n_samples} samples × {predictor.euler_steps} Euler steps, "
+          f"{args.threads} torch thread(s)")
+    print("| prefixes per call | ms per call (wall) | ms per call (CPU) | µs per prefix (CPU) |")
+    print("|---:|---:|---:|---:|")
+    results = []
+    for rows in args.rows:
+        query = sample_query(queries.query, rows)
+        start = time.perf_counter()
+        predictor.predict(query)
+        calls = max(1, int(args.seconds / max(time.perf_counter() - start, 1e-6)))
+        wall, cpu = time_calls(predictor, query, calls, args.repeats)
+        print(f"| {rows} | {1e3 * wall:.2f} | {1e3 * cpu:.2f} | {1e6 * cpu / rows:.1f} |")
+        results.append((rows, wall, cpu))
+    return results
+
+
+if __name__ == "__main__":
+    main()

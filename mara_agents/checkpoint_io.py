@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -104,12 +105,28 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
+def _replace_with_copy(source: Path, target: Path) -> None:
+    """Make ``target`` a copy of ``source`` atomically (a hard link where the file system allows one)."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
+
+
 def save_run_state(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
-    """Write a resumable training state with its SHA-256 sidecar, keeping the previous state beside it."""
+    """Write a resumable training state with its SHA-256 sidecar, keeping the previous state beside it.
+
+    ``path`` itself is never absent once written: the previous state is *copied* aside before the new one
+    replaces it, so a process killed at any moment leaves either the old state or the new one there (and
+    between the new state and its new sidecar, a mismatch that :func:`load_run_state` answers with the copy).
+    """
     path = Path(path)
     if path.is_file() and _sidecar(path).is_file():
-        os.replace(path, previous_state(path))
-        os.replace(_sidecar(path), _sidecar(previous_state(path)))
+        _replace_with_copy(path, previous_state(path))
+        _replace_with_copy(_sidecar(path), _sidecar(previous_state(path)))
     atomic_torch_save(state, path)
     tmp = _sidecar(path).with_name(f".{_sidecar(path).name}.tmp")
     tmp.write_text(file_sha256(path) + "\n")

@@ -69,6 +69,21 @@ def test_a_corrupt_run_state_falls_back_to_the_previous_one(tmp_path):
     assert "last.pt" in warnings[0] and "last.prev.pt" in warnings[0]
 
 
+def test_a_process_killed_while_writing_a_new_state_leaves_the_last_one_in_place(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    save_run_state(path, state(1))
+    save_run_state(path, state(2))
+
+    def killed(obj, target):  # the new state never reaches disk
+        raise KeyboardInterrupt
+    monkeypatch.setattr(torch, "save", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save_run_state(path, state(3))
+    warnings: list[str] = []
+    assert path.is_file() and load_run_state(path, warn=warnings.append)["step"] == 2 and not warnings
+    assert load_run_state(previous_state(path))["step"] == 2  # the copy made before the write
+
+
 def test_when_no_run_state_is_usable_the_error_names_both_files(tmp_path):
     path = tmp_path / "last.pt"
     save_run_state(path, state(1))

@@ -53,7 +53,8 @@ class MATPolicy:
         a whole workload file in lock-step and gets the same actions as one episode at a time.
         """
         stacked, predicted = self.demand.stacked(observations)
-        slots, glob, present = token_tensors(build_tokens(stacked, predicted), self.device)
+        tokens = build_tokens(stacked, predicted, with_slack_ranks=self.model.hparams.slack_prior)
+        slots, glob, present = token_tensors(tokens, self.device)
         actions, _, _ = self.model.act(slots, glob, present, generator=self.generator)
         return actions.cpu().numpy()
 

@@ -26,16 +26,21 @@ from mara_agents.predictors.base import MIN_OBSERVATIONS
 WARMUP, FITS, SHORT = 0, 1, 2  # the three groups, served in this order
 
 
+def slack_order(observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
+    """The occupied slots of one observation in serving order, given their predicted remaining batches (K,):
+    by group (warm-up, fits, short), then within it; ties keep the lower slot."""
+    slots = present_slots(observation)
+    steps_left = steps_to_deadline(observation, slots)
+    slack = steps_left - predicted[slots]
+    warm = observation["history_len"][slots] < MIN_OBSERVATIONS
+    group = np.where(warm, WARMUP, np.where(slack >= 0, FITS, SHORT))
+    within = np.where(warm, steps_left, np.abs(slack))
+    return slots[np.lexsort((within, group))]
+
+
 class SlackPolicy(PredictiveAllocator):
     """Warm-up tasks first, then tasks predicted to fit (least slack first), then the rest."""
 
     def decide(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
         """The joint action for one observation given its slots' predicted remaining batches (K,)."""
-        slots = present_slots(observation)
-        steps_left = steps_to_deadline(observation, slots)
-        slack = steps_left - predicted[slots]
-        warm = observation["history_len"][slots] < MIN_OBSERVATIONS
-        group = np.where(warm, WARMUP, np.where(slack >= 0, FITS, SHORT))
-        within = np.where(warm, steps_left, np.abs(slack))
-        order = slots[np.lexsort((within, group))]  # by group, then within it; ties keep the lower slot
-        return serve_in_order(order, observation["action_mask"].shape[0])
+        return serve_in_order(slack_order(observation, predicted), observation["action_mask"].shape[0])

@@ -121,7 +121,7 @@ class ExpertRollout:
         contended states with the expert's labels to ``data``."""
         for _ in range(vector_steps):
             stacked, predicted = self.demand.stacked(self.observations)
-            tokens = build_tokens(stacked, predicted)
+            tokens = build_tokens(stacked, predicted, with_slack_ranks=model.hparams.slack_prior)
             labels = self.expert.act_batch(self.observations)
             actions = labels
             use_student = rng.random(len(self.envs)) >= beta

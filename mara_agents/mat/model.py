@@ -11,6 +11,12 @@
 * **Masks** — node i's logits lose empty slots and slots taken by nodes < i (``masks.py``); idle is always
   legal, so every sampled joint action is a matching (Eq. 2) without repair.
 
+* **FM-slack prior** (ours, off by default) — with ``slack_prior`` every node's pointer logits get
+  −scale · (the slot's rank in FM-slack's order), idle ranked last, with ``scale`` learned from 3.0.  An
+  untrained model then serves exactly what FM-slack serves, and imitation moves it only where the expert's
+  labels keep disagreeing with that order (``docs/learned_allocator.md``, runs 8–9).  The ranks come as the
+  tokens' last column and are not features.
+
 Teacher forcing (training) runs the decoder over all M positions at once under a causal mask; sequential
 decoding (rollout, evaluation) computes one row per node and caches the earlier rows' keys and values.
 Row i sees the same inputs either way, so their log-probabilities agree to float round-off (tested).
@@ -28,6 +34,7 @@ from mara_agents.mat.masks import node_mask, teacher_forced_masks
 from mara_agents.mat.tokens import NUM_GLOBAL_TOKEN_FEATURES, NUM_SLOT_FEATURES, Tokens
 
 IDLE_PRIOR = -2.0
+SLACK_PRIOR_SCALE = 3.0  # logits per rank step at the start: FM-slack's order wins over an untrained network
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,11 @@ class MATHyperParameters:
     blocks: int = field(default=1, metadata={"help": "encoder and decoder blocks"})
     slot_features: int = NUM_SLOT_FEATURES
     global_features: int = NUM_GLOBAL_TOKEN_FEATURES
+    slack_prior: bool = field(default=False, metadata={
+        "help": "add -scale * (the slot's rank in FM-slack's order) to the pointer logits, scale learned from "
+                "3.0, so the policy starts as FM-slack (tokens then carry the ranks as a last column)"})
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | bool]:
         """Plain dict for checkpoints and manifests."""
         return asdict(self)
 
@@ -156,16 +166,30 @@ class MATModel(nn.Module):
         # Start close to work-conserving: idle begins e^IDLE_PRIOR times as likely as a free slot.  A uniform
         # start idles ~1/(n+1) of the nodes and wastes most early rollouts learning not to.
         nn.init.constant_(self.idle_logit.bias, IDLE_PRIOR)
+        if hparams.slack_prior:
+            self.prior_scale = nn.Parameter(torch.tensor(SLACK_PRIOR_SCALE))
         self.register_buffer("causal", torch.tril(torch.ones(m, m, dtype=torch.bool)), persistent=False)
 
     # ------------------------------------------------------------------ encoder
     def encode(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
         """(B, 1 + K, D): the global token followed by the slot tokens, after the encoder blocks."""
-        x = torch.cat([self.global_in(glob)[:, None], self.slot_in(slots)], dim=1)
+        x = torch.cat([self.global_in(glob)[:, None], self.slot_in(self.slot_features(slots))], dim=1)
         allowed = self.visible(present).expand(-1, x.shape[1], -1)
         for block in self.encoder:
             x = block(x, allowed)
         return self.encoder_norm(x)
+
+    def slot_features(self, slots: torch.Tensor) -> torch.Tensor:
+        """The slot features the encoder reads: without the FM-slack rank column when the model has one."""
+        return slots[..., :-1] if self.hparams.slack_prior else slots
+
+    def slack_prior(self, slots: torch.Tensor) -> torch.Tensor | None:
+        """(B, 1, K + 1) logits that order slots as FM-slack does (idle last), or None without the prior."""
+        if not self.hparams.slack_prior:
+            return None
+        ranks = slots[..., -1]
+        idle = torch.full_like(ranks[..., :1], float(ranks.shape[-1]))
+        return -self.prior_scale * torch.cat([idle, ranks], dim=-1)[:, None, :]
 
     @staticmethod
     def visible(present: torch.Tensor) -> torch.Tensor:
@@ -190,19 +214,23 @@ class MATModel(nn.Module):
         first = self.start.expand(actions.shape[0], 1, -1)
         return torch.cat([first, self.choice_embedding(memory, actions[:, :-1])], dim=1) + self.node_embedding
 
-    def pointer_logits(self, h: torch.Tensor, slot_keys: torch.Tensor) -> torch.Tensor:
-        """(B, L, K + 1) logits from decoder outputs h (B, L, D): idle, then node query · slot key."""
+    def pointer_logits(self, h: torch.Tensor, slot_keys: torch.Tensor,
+                       prior: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, L, K + 1) logits from decoder outputs h (B, L, D): idle, then node query · slot key (plus the
+        FM-slack ``prior`` when given)."""
         pointer = self.pointer_query(h) @ slot_keys.transpose(1, 2)
-        return torch.cat([self.idle_logit(h), pointer / math.sqrt(h.shape[-1])], dim=-1)
+        logits = torch.cat([self.idle_logit(h), pointer / math.sqrt(h.shape[-1])], dim=-1)
+        return logits if prior is None else logits + prior
 
-    def logits(self, memory: torch.Tensor, present: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    def logits(self, memory: torch.Tensor, present: torch.Tensor, actions: torch.Tensor,
+               prior: torch.Tensor | None = None) -> torch.Tensor:
         """Unmasked (B, M, K + 1) logits of every node given the earlier nodes' ``actions`` (teacher forcing)."""
         x = self.decoder_inputs(memory, actions)
         causal = self.causal.expand(x.shape[0], -1, -1)
         visible = self.visible(present).expand(-1, x.shape[1], -1)
         for block in self.decoder:
             x = block(x, memory, causal, visible)
-        return self.pointer_logits(self.decoder_norm(x), self.pointer_key(memory[:, 1:]))
+        return self.pointer_logits(self.decoder_norm(x), self.pointer_key(memory[:, 1:]), prior)
 
     # ------------------------------------------------------------------ policy
     @torch.no_grad()
@@ -225,6 +253,7 @@ class MATModel(nn.Module):
         result is row i of :meth:`logits` to float round-off (``tests/agents/test_mat_model.py``).
         """
         memory = self.encode(slots, glob, present)
+        prior = self.slack_prior(slots)
         batch, m = slots.shape[0], self.hparams.num_nodes
         visible = self.visible(present)
         memory_kv = [block.cross_attn.keys_values(memory) for block in self.decoder]
@@ -239,7 +268,7 @@ class MATModel(nn.Module):
             for block, block_past, kv in zip(self.decoder, past, memory_kv):
                 x = block.step(x, block_past, kv, visible)
             legal = node_mask(present, taken)
-            logits = masked(self.pointer_logits(self.decoder_norm(x), slot_keys)[:, 0], legal)
+            logits = masked(self.pointer_logits(self.decoder_norm(x), slot_keys, prior)[:, 0], legal)
             if generator is None:
                 choice = torch.where(legal[:, 1:].any(-1), logits[:, 1:].argmax(-1) + 1, 0)
             else:
@@ -255,7 +284,8 @@ class MATModel(nn.Module):
         """Teacher forcing: (log-probs (B, M), entropies (B, M), values (B, M)) of stored joint actions,
         under masks rebuilt from the actions by an exclusive prefix sum."""
         memory = self.encode(slots, glob, present)
-        logits = masked(self.logits(memory, present, actions), teacher_forced_masks(present, actions))
+        logits = masked(self.logits(memory, present, actions, self.slack_prior(slots)),
+                        teacher_forced_masks(present, actions))
         log_p = torch.log_softmax(logits, -1)
         # Illegal entries have p = 0 and log p = −inf; zeroing log p there keeps 0·log 0 = 0 in value and gradient.
         entropy = -(log_p.exp() * log_p.masked_fill(log_p.isinf(), 0.0)).sum(-1)

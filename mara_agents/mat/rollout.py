@@ -93,9 +93,9 @@ class VectorRollout:
         self.returns = np.zeros(num_envs)
         self.finished: list[dict[str, float]] = []
 
-    def tokens(self) -> Tokens:
+    def tokens(self, with_slack_ranks: bool = False) -> Tokens:
         """Tokens of the current observations, with one batched predictor call."""
-        return build_tokens(self.observation, self.demand(self.observation))
+        return build_tokens(self.observation, self.demand(self.observation), with_slack_ranks)
 
     def drain_finished(self) -> list[dict[str, float]]:
         """Episodes completed since the last call: their return and the env's episode metrics."""
@@ -111,7 +111,7 @@ class VectorRollout:
         rewards = np.zeros((steps, n), dtype=np.float32)
         dones = np.zeros((steps, n), dtype=np.float32)
         for t in range(steps):
-            slots, glob, present = token_tensors(self.tokens(), self.device)
+            slots, glob, present = token_tensors(self.tokens(model.hparams.slack_prior), self.device)
             actions, log_probs, node_values = model.act(slots, glob, present, generator=generator)
             for key, value in zip(buffers, (slots, glob, present, actions, log_probs,
                                             team_value(value_norm, node_values))):
@@ -126,7 +126,7 @@ class VectorRollout:
                     self.finished.append({"return": float(self.returns[row]), **metrics})
                 self.returns[rows] = 0.0
                 self.observation, _ = self.envs.reset(options={"reset_mask": terminated.copy()})
-        slots, glob, present = token_tensors(self.tokens(), self.device)
+        slots, glob, present = token_tensors(self.tokens(model.hparams.slack_prior), self.device)
         last = team_value(value_norm, model.values(model.encode(slots, glob, present)))
         stacked = {key: torch.stack(value) for key, value in buffers.items()}
         return Rollout(**stacked, rewards=torch.as_tensor(rewards, device=self.device),

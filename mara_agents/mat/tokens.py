@@ -64,8 +64,29 @@ class Tokens(NamedTuple):
     present: np.ndarray
 
 
-def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -> Tokens:
-    """Tokens for one observation or a stack of them; ``predicted`` is shaped like ``history_len``."""
+def slack_ranks(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
+    """(..., K) float32: each slot's position in FM-slack's serving order (0 = served first,
+    :func:`~mara_agents.allocators.slack.slack_order`); empty slots read K."""
+    from mara_agents.allocators.slack import slack_order  # the rule itself lives with the allocator
+
+    history_len = np.asarray(observation["history_len"])
+    num_slots = history_len.shape[-1]
+    flat = {key: np.asarray(observation[key]).reshape(-1, *np.shape(observation[key])[history_len.ndim - 1:])
+            for key in ("tasks", "budget", "history_len")}
+    estimates = np.asarray(predicted).reshape(-1, num_slots)
+    ranks = np.full(estimates.shape, num_slots, dtype=np.float32)
+    for row in range(estimates.shape[0]):
+        order = slack_order({key: value[row] for key, value in flat.items()}, estimates[row])
+        ranks[row, order] = np.arange(order.size)
+    return ranks.reshape(history_len.shape)
+
+
+def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, with_slack_ranks: bool = False) -> Tokens:
+    """Tokens for one observation or a stack of them; ``predicted`` is shaped like ``history_len``.
+
+    ``with_slack_ranks`` appends one more column, :func:`slack_ranks`, for a MAT that puts FM-slack's ranking
+    into its pointer logits (``MATHyperParameters.slack_prior``); the model reads it apart from the features.
+    """
     tasks = np.asarray(observation["tasks"], dtype=np.float32)
     glob = np.asarray(observation["global"], dtype=np.float32)
     budget = np.maximum(np.asarray(observation["budget"], dtype=np.float32), 1.0)
@@ -92,4 +113,6 @@ def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -
     slots = np.stack(columns, axis=-1)
     repeated = np.broadcast_to(glob[..., None, :], slots.shape[:-1] + (glob.shape[-1],))
     slots = np.concatenate([slots, repeated], axis=-1) * present[..., None]
+    if with_slack_ranks:
+        slots = np.concatenate([slots, slack_ranks(observation, predicted)[..., None]], axis=-1)
     return Tokens(slots.astype(np.float32), glob, present)

@@ -35,7 +35,7 @@ class FixedLogits(MATModel):
     fixed: torch.Tensor
     single_row_calls = 0
 
-    def pointer_logits(self, h, slot_keys):
+    def pointer_logits(self, h, slot_keys, prior=None):
         if h.shape[1] == M:
             return self.fixed
         node = self.single_row_calls % M
@@ -81,12 +81,15 @@ def test_taken_before_is_the_exclusive_prefix_of_picks():
 
 
 @pytest.mark.parametrize("greedy", [False, True], ids=["sampled", "greedy"])
-@pytest.mark.parametrize("blocks,heads", [(1, 1), (2, 4)], ids=["paper", "deeper"])
-def test_sequential_and_teacher_forced_log_probs_agree(greedy, blocks, heads):
+@pytest.mark.parametrize("blocks,heads,prior", [(1, 1, False), (2, 4, False), (1, 1, True)],
+                         ids=["paper", "deeper", "slack-prior"])
+def test_sequential_and_teacher_forced_log_probs_agree(greedy, blocks, heads, prior):
     """Sequential decoding (with its key/value cache) and teacher forcing compute the same rows."""
     torch.manual_seed(0)
-    model = MATModel(MATHyperParameters(blocks=blocks, heads=heads))
+    model = MATModel(MATHyperParameters(blocks=blocks, heads=heads, slack_prior=prior))
     slots, glob, present = random_inputs(64, seed=1)
+    if prior:  # the rank column: a random order of each row's slots
+        slots = torch.cat([slots, torch.argsort(torch.rand(64, K), dim=-1).float()[..., None]], dim=-1)
     generator = None if greedy else torch.Generator().manual_seed(2)
     actions, log_probs, values = model.act(slots, glob, present, generator=generator)
     replayed, entropy, replayed_values = model.evaluate(slots, glob, present, actions)

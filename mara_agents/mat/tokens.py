@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mara_agents.allocators.slack import slack_order
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_env.config import MARAConfig
 from mara_env.features import NUM_GLOBAL_FEATURES, TASK_FEATURE_INDEX
@@ -67,8 +68,6 @@ class Tokens(NamedTuple):
 def slack_ranks(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
     """(..., K) float32: each slot's position in FM-slack's serving order (0 = served first,
     :func:`~mara_agents.allocators.slack.slack_order`); empty slots read K."""
-    from mara_agents.allocators.slack import slack_order  # the rule itself lives with the allocator
-
     history_len = np.asarray(observation["history_len"])
     num_slots = history_len.shape[-1]
     flat = {key: np.asarray(observation[key]).reshape(-1, *np.shape(observation[key])[history_len.ndim - 1:])

@@ -119,18 +119,25 @@ def _replace_with_copy(source: Path, target: Path) -> None:
 def save_run_state(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
     """Write a resumable training state with its SHA-256 sidecar, keeping the previous state beside it.
 
-    ``path`` itself is never absent once written: the previous state is *copied* aside before the new one
-    replaces it, so a process killed at any moment leaves either the old state or the new one there (and
-    between the new state and its new sidecar, a mismatch that :func:`load_run_state` answers with the copy).
+    A process killed at any moment leaves a ``path`` that loads without a fallback:
+    - the previous state is *copied* aside, so ``path`` is never absent once written;
+    - the new state goes to a temporary file first;
+    - the sidecar is rewritten to list the new state's SHA-256 and the current one's, and only then is the new
+      state renamed over ``path``, so the sidecar always names whichever state is there.
     """
     path = Path(path)
+    current: list[str] = []
     if path.is_file() and _sidecar(path).is_file():
         _replace_with_copy(path, previous_state(path))
         _replace_with_copy(_sidecar(path), _sidecar(previous_state(path)))
-    atomic_torch_save(state, path)
-    tmp = _sidecar(path).with_name(f".{_sidecar(path).name}.tmp")
-    tmp.write_text(file_sha256(path) + "\n")
-    os.replace(tmp, _sidecar(path))
+        current = [file_sha256(path)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(state, tmp)
+    sidecar_tmp = _sidecar(path).with_name(f".{_sidecar(path).name}.tmp")
+    sidecar_tmp.write_text("\n".join([file_sha256(tmp), *current]) + "\n")
+    os.replace(sidecar_tmp, _sidecar(path))
+    os.replace(tmp, path)
 
 
 def remove_run_state(path: str | os.PathLike[str]) -> None:
@@ -145,7 +152,7 @@ def _read_state(path: Path) -> dict[str, Any]:
     sidecar = _sidecar(path)
     if not sidecar.is_file():
         raise CheckpointError(f"{path}: no checksum file {sidecar.name} beside the run state")
-    if sidecar.read_text().strip() != file_sha256(path):
+    if file_sha256(path) not in sidecar.read_text().split():  # the state's, or the one it is replacing
         raise CheckpointError(f"{path}: run state is corrupt (its SHA-256 differs from {sidecar.name})")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)

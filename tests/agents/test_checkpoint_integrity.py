@@ -3,6 +3,7 @@ message naming the file, and a resumed run falls back to the previous good state
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -82,6 +83,40 @@ def test_a_process_killed_while_writing_a_new_state_leaves_the_last_one_in_place
     warnings: list[str] = []
     assert path.is_file() and load_run_state(path, warn=warnings.append)["step"] == 2 and not warnings
     assert load_run_state(previous_state(path))["step"] == 2  # the copy made before the write
+
+
+def test_a_process_killed_at_any_rename_of_a_save_leaves_a_state_that_loads_without_a_fallback(tmp_path,
+                                                                                             monkeypatch):
+    real_replace = os.replace
+    renames = 0
+
+    def counted(source, target):
+        nonlocal renames
+        renames += 1
+        real_replace(source, target)
+    save_run_state(tmp_path / "probe.pt", state(1))
+    monkeypatch.setattr(os, "replace", counted)
+    save_run_state(tmp_path / "probe.pt", state(2))  # a save over an earlier state: every rename it makes
+    per_save = renames
+    for killed_at in range(per_save):
+        path = tmp_path / f"run{killed_at}" / "last.pt"
+        monkeypatch.setattr(os, "replace", real_replace)
+        save_run_state(path, state(1))
+        save_run_state(path, state(2))
+        calls = 0
+
+        def killed(source, target):
+            nonlocal calls
+            calls += 1
+            if calls > killed_at:
+                raise KeyboardInterrupt
+            real_replace(source, target)
+        monkeypatch.setattr(os, "replace", killed)
+        with pytest.raises(KeyboardInterrupt):
+            save_run_state(path, state(3))
+        monkeypatch.setattr(os, "replace", real_replace)
+        warnings: list[str] = []
+        assert load_run_state(path, warn=warnings.append)["step"] in (2, 3) and not warnings, killed_at
 
 
 def test_when_no_run_state_is_usable_the_error_names_both_files(tmp_path):

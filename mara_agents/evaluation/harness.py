@@ -32,6 +32,7 @@ from mara_agents.evaluation.families import family_counts, played_families
 from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulator_fingerprint, source_fingerprint
 from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, fresh_policy, is_batched,
                                            probe, spec_for)
+from mara_agents.predictors.shared import SHARED
 from mara_agents.runner import play_episode, play_lockstep
 from mara_env.config import MARAConfig
 from mara_env.engine import cached_bank, cached_workload
@@ -172,6 +173,7 @@ def run_unit(unit: Unit, bank: str, num_nodes: int) -> list[dict[str, Any]]:
     """One unit of work's rows: the bounds, or the method's episodes (what a worker process or Ray task runs)."""
     if unit.method == BOUNDS:
         return bound_unit(unit.targets, bank, num_nodes)
+    SHARED.open(tuple((target.path, target.index) for target in unit.targets))  # same episodes: shared answers
     return play_unit(unit.method, unit.seed, unit.targets, bank)
 
 
@@ -255,7 +257,9 @@ def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings:
             if missing:
                 targets, keys = zip(*missing)
                 pending.append(Unit(unit.method, unit.seed, targets, keys))
-        pending.sort(key=lambda unit: -len(unit.keys))  # big lock-step units first: a short tail at the end
+        # Big lock-step units first (a short tail at the end); units on the same episodes next to each other, so
+        # a worker often plays them in a row and reuses the predictor answers it shares among them.
+        pending.sort(key=lambda unit: (-len(unit.keys), unit.targets[0].path, unit.targets[0].index))
         results.computed = sum(len(u.keys) for u in pending)
         results.reused = sum(len(u.keys) for u in units) - results.computed
         _execute(pending, settings, num_nodes, cache, done)
@@ -305,8 +309,11 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
             return
         if settings.jobs <= 1:
             one_thread()
-            for unit in pending:
-                finish(unit, run_unit(unit, bank, num_nodes))
+            try:
+                for unit in pending:
+                    finish(unit, run_unit(unit, bank, num_nodes))
+            finally:
+                SHARED.close()  # this process goes on to other work: stop sharing, free the answers
             return
         # forkserver: workers start from a clean process, not a fork of one that already holds torch threads.
         context = multiprocessing.get_context("forkserver")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from mara_agents.predictors.base import Prediction, Predictor, PredictorQuery
+from mara_agents.predictors.shared import MIN_INVARIANT_BATCH, SHARED, predictor_identity
 
 
 def row_keys(query: PredictorQuery) -> list[bytes]:
@@ -42,6 +43,7 @@ class StepMemo:
         self._samples: np.ndarray | None = None
         self.hits = 0
         self.misses = 0
+        self._identity: bytes | None = None  # the predictor's digest, computed when answers are first shared
 
     def predict(self, query: PredictorQuery) -> Prediction:
         keys = row_keys(query)
@@ -54,14 +56,27 @@ class StepMemo:
             samples = np.full((len(keys), self._samples.shape[1]), np.nan)
             samples[found] = self._samples[index[found]]
         if missing.size:
-            asked = self.predictor.predict(query if missing.size == len(keys) else query.subset(missing))
-            remaining[missing] = asked.remaining
-            if asked.samples is not None:
+            asked_remaining, asked_samples = self._ask(query if missing.size == len(keys) else query.subset(missing),
+                                                       [keys[row] for row in missing.tolist()])
+            remaining[missing] = asked_remaining
+            if asked_samples is not None:
                 if samples is None:
-                    samples = np.full((len(keys), asked.samples.shape[1]), np.nan)
-                samples[missing] = asked.samples
+                    samples = np.full((len(keys), asked_samples.shape[1]), np.nan)
+                samples[missing] = asked_samples
         self.hits += found.size
         self.misses += missing.size
         self._previous = {key: row for row, key in enumerate(keys)}
         self._remaining, self._samples = remaining, samples
         return Prediction(remaining=remaining, samples=samples)
+
+    def _ask(self, query: PredictorQuery, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The predictor's (remaining, samples) for rows this memo does not hold: from the process's shared
+        answers (:mod:`~mara_agents.predictors.shared`) when a scope is open and the call is large enough for
+        them to be exact, else from one call of the predictor."""
+        if len(keys) >= MIN_INVARIANT_BATCH and SHARED.scope is not None:
+            if self._identity is None:
+                self._identity = predictor_identity(self.predictor) or b""
+            if SHARED.usable(self._identity or None, self.predictor):
+                return SHARED.answer(self.predictor, self._identity, query, keys)
+        asked = self.predictor.predict(query)
+        return asked.remaining, asked.samples

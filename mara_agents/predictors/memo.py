@@ -11,6 +11,8 @@ the row's full content, so memory stays bounded and a hit is exactly the answer 
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from mara_agents.predictors.base import Prediction, Predictor, PredictorQuery
@@ -43,7 +45,6 @@ class StepMemo:
         self._samples: np.ndarray | None = None
         self.hits = 0
         self.misses = 0
-        self._identity: bytes | None = None  # the predictor's digest, computed when answers are first shared
 
     def predict(self, query: PredictorQuery) -> Prediction:
         keys = row_keys(query)
@@ -69,14 +70,17 @@ class StepMemo:
         self._remaining, self._samples = remaining, samples
         return Prediction(remaining=remaining, samples=samples)
 
+    @cached_property
+    def identity(self) -> bytes | None:
+        """The predictor's digest for shared answers (None: never shared); computed on first use, once."""
+        return predictor_identity(self.predictor)
+
     def _ask(self, query: PredictorQuery, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray | None]:
         """The predictor's (remaining, samples) for rows this memo does not hold: from the process's shared
         answers (:mod:`~mara_agents.predictors.shared`) when a scope is open and the call is large enough for
         them to be exact, else from one call of the predictor."""
-        if len(keys) >= MIN_INVARIANT_BATCH and SHARED.scope is not None:
-            if self._identity is None:
-                self._identity = predictor_identity(self.predictor) or b""
-            if SHARED.usable(self._identity or None, self.predictor):
-                return SHARED.answer(self.predictor, self._identity, query, keys)
+        if (len(keys) >= MIN_INVARIANT_BATCH and SHARED.scope is not None
+                and SHARED.usable(self.identity, self.predictor)):
+            return SHARED.answer(self.predictor, self.identity, query, keys)
         asked = self.predictor.predict(query)
         return asked.remaining, asked.samples

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from mara_agents.allocators.mat import MATPolicy, load_mat_policy
+from mara_agents.allocators.naive import FIFOPolicy
 from mara_agents.allocators.slack import SlackPolicy, slack_order
 from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.model import MATHyperParameters, MATModel
@@ -21,16 +22,14 @@ BUSY, NODES = 0.09, 3  # three nodes: most steps have more tasks than nodes
 
 
 def busy_observations(bank_dir, steps: int = 120) -> list[dict[str, np.ndarray]]:
-    """Observations of a busy episode played by FIFO-like picks (more tasks than nodes at many steps)."""
-    env = gym.make("MARA-v0", config=MARAConfig(bank=str(bank_dir), arrival_prob=BUSY, num_nodes=NODES), disable_env_checker=True)
+    """Observations of a busy episode played by FIFO (more tasks than nodes at many steps)."""
+    env = gym.make("MARA-v0", config=MARAConfig(bank=str(bank_dir), arrival_prob=BUSY, num_nodes=NODES),
+                   disable_env_checker=True)
     observation, _ = env.reset(seed=4)
-    seen = []
+    fifo, seen = FIFOPolicy(), []
     for _ in range(steps):
         seen.append(observation)
-        present = np.flatnonzero(observation["tasks"][:, 0] > 0)
-        action = np.zeros(observation["action_mask"].shape[0], dtype=np.int64)
-        action[:min(present.size, action.size)] = present[:action.size] + 1
-        observation, _, terminated, _, _ = env.step(action)
+        observation, _, terminated, _, _ = env.step(fifo.act(observation))
         if terminated:
             break
     return seen

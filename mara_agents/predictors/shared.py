@@ -127,18 +127,20 @@ class SharedAnswers:
         return rows[:, 0], (None if samples.shape[1] == 0 or np.isnan(samples).all(axis=1).any() else samples)
 
     def _store(self, digests: list[bytes], values: np.ndarray) -> None:
-        """Append rows; a store that would outgrow its capacity starts again empty."""
-        if len(self._index) + len(digests) > self.capacity:
+        """Keep the answers of the call's distinct rows (a call can hold the same row more than once, e.g. the
+        empty slots at an episode's start); a store that would outgrow its capacity starts again empty."""
+        first = {digest: row for row, digest in reversed(list(enumerate(digests)))}
+        distinct, rows = list(first), np.fromiter(first.values(), dtype=np.int64, count=len(first))
+        if len(self._index) + len(distinct) > self.capacity:
             self._index.clear()
         start = len(self._index)
         width = max(values.shape[1], self._values.shape[1])
-        if start + len(digests) > self._values.shape[0] or width > self._values.shape[1]:
-            grown = np.full((max(2 * self._values.shape[0], start + len(digests), 1024), width), np.nan)
+        if start + len(distinct) > self._values.shape[0] or width > self._values.shape[1]:
+            grown = np.full((max(2 * self._values.shape[0], start + len(distinct), 1024), width), np.nan)
             grown[:start, :self._values.shape[1]] = self._values[:start]
             self._values = grown
-        self._values[start:start + len(digests)] = np.nan
-        self._values[start:start + len(digests), :values.shape[1]] = values
-        self._index.update(zip(digests, range(start, start + len(digests))))
-
+        self._values[start:start + len(distinct)] = np.nan
+        self._values[start:start + len(distinct), :values.shape[1]] = values[rows]
+        self._index.update(zip(distinct, range(start, start + len(distinct))))
 
 SHARED = SharedAnswers()

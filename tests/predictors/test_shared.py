@@ -125,3 +125,19 @@ def test_rows_found_in_a_call_that_fills_the_store_keep_their_answers():
     remaining, samples = store.answer(predictor, b"id", query.subset(mixed), [keys[row] for row in mixed])
     assert len(store._index) == 1  # it did start again
     assert np.array_equal(remaining, alone.remaining[mixed]) and np.array_equal(samples, alone.samples[mixed])
+
+
+def test_a_row_asked_twice_in_one_call_does_not_shift_the_answers_stored_after_it():
+    # Empty slots at an episode's start give identical rows; each stored row must keep its own answer when
+    # later calls store more (a count of distinct rows used as the next free position overwrote them).
+    store, predictor = SharedAnswers(), RowWise()
+    store.open("episodes A")
+    query = canary_query(8)
+    alone = predictor.predict(query).remaining
+    twice = np.array([0, 0, 0, 1, 1, 2])
+    store.answer(predictor, b"id", query.subset(twice), [bytes([row]) for row in twice])
+    later = np.arange(3, 8)
+    store.answer(predictor, b"id", query.subset(later), [bytes([row]) for row in later])
+    everything = np.arange(8)
+    remaining, _ = store.answer(predictor, b"id", query, [bytes([row]) for row in everything])
+    assert np.array_equal(remaining, alone)

@@ -56,20 +56,25 @@ from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
 from mara_agents.predictors.demand import Demand
 
 
+def _must_do(demand: np.ndarray, window: np.ndarray, horizon: np.ndarray) -> np.ndarray:
+    """(K, H) batches task k must run before each horizon L: max(0, r_k − max(0, l_k − L))."""
+    return np.maximum(0, demand[:, None] - np.maximum(0, window[:, None] - horizon[None, :]))
+
+
+def _kinks(demand: np.ndarray, window: np.ndarray) -> np.ndarray:
+    """The positive horizons where the test's left side can change slope: every l_k and l_k − r_k."""
+    horizon = np.union1d(window, window - demand)
+    return horizon[horizon > 0]
+
+
 def is_feasible(demand: Sequence[int], window: Sequence[int], num_nodes: int) -> bool:
     """Can every task k finish r_k = ``demand[k]`` batches within l_k = ``window[k]`` steps on ``num_nodes``
-    nodes, one node per task per step?  Exact (see the module docstring).
-
-    Plain Python on purpose: with K ≤ 10 tasks the loops are tiny and NumPy's per-call overhead would
-    dominate the thousands of checks one subset search makes.
-    """
-    tasks = [(int(r), int(l)) for r, l in zip(demand, window)]
-    if any(r > l for r, l in tasks):
+    nodes, one node per task per step?  Exact (see the module docstring)."""
+    demand, window = np.asarray(demand, dtype=np.int64), np.asarray(window, dtype=np.int64)
+    if (demand > window).any():
         return False
-    for horizon in {l for _, l in tasks} | {l - r for r, l in tasks}:
-        if horizon > 0 and sum(max(0, r - max(0, l - horizon)) for r, l in tasks) > num_nodes * horizon:
-            return False
-    return True
+    horizon = _kinks(demand, window)
+    return bool((_must_do(demand, window, horizon).sum(axis=0) <= num_nodes * horizon).all())
 
 
 def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: int) -> np.ndarray:
@@ -80,26 +85,32 @@ def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: i
     feasible sets are feasible, so nothing is lost); a branch is cut when even taking every undecided task
     could not beat the largest subset found so far.  Among equally large subsets the first one found wins,
     which prefers earlier deadlines and, at equal deadlines, smaller demands.
+
+    The test of :func:`is_feasible` is checked at the kinks of *all* candidate tasks, a superset of any
+    subset's kinks, so it stays exact while each task's row of must-do work is computed once and a branch
+    only adds one row to its running total (one small vector comparison per node of the tree).
     """
     demand = np.asarray(demand, dtype=np.int64)
     window = np.asarray(window, dtype=np.int64)
     order = [k for k in np.lexsort((demand, window)).tolist() if demand[k] <= window[k]]
-    tasks = [(int(demand[k]), int(window[k])) for k in range(demand.size)]
+    horizon = _kinks(demand[order], window[order])
+    must_do, capacity = _must_do(demand, window, horizon), num_nodes * horizon
     best: list[int] = []
 
-    def search(position: int, chosen: list[int]) -> None:
+    def search(position: int, chosen: list[int], load: np.ndarray) -> None:
         nonlocal best
         if len(chosen) + len(order) - position <= len(best):
             return
         if position == len(order):
             best = list(chosen)
             return
-        candidate = chosen + [order[position]]
-        if is_feasible(*zip(*(tasks[k] for k in candidate)), num_nodes):
-            search(position + 1, candidate)
-        search(position + 1, chosen)
+        task = order[position]
+        extended = load + must_do[task]
+        if (extended <= capacity).all():
+            search(position + 1, chosen + [task], extended)
+        search(position + 1, chosen, load)
 
-    search(0, [])
+    search(0, [], np.zeros_like(horizon))
     return np.asarray(best, dtype=np.int64)
 
 

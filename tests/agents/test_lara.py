@@ -38,10 +38,15 @@ def brute_force_feasible(demand: tuple[int, ...], window: tuple[int, ...], nodes
     return reachable(0, tuple(demand))
 
 
-instances = st.integers(1, 4).flatmap(lambda n: st.tuples(
-    st.lists(st.integers(0, 5), min_size=n, max_size=n),
-    st.lists(st.integers(1, 6), min_size=n, max_size=n),
-    st.integers(1, 3)))
+def problems(tasks: int, demand: int, window: int, nodes: int) -> st.SearchStrategy:
+    """(demands, windows, nodes) of 1..``tasks`` tasks with demands in 0..``demand``, windows in 1..``window``."""
+    return st.integers(1, tasks).flatmap(lambda n: st.tuples(
+        st.lists(st.integers(0, demand), min_size=n, max_size=n),
+        st.lists(st.integers(1, window), min_size=n, max_size=n),
+        st.integers(1, nodes)))
+
+
+instances = problems(tasks=4, demand=5, window=6, nodes=3)
 
 
 @settings(max_examples=300, deadline=None)
@@ -62,10 +67,7 @@ def test_a_task_needing_more_than_its_window_is_infeasible_even_alone():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(1, 7).flatmap(lambda n: st.tuples(
-    st.lists(st.integers(0, 8), min_size=n, max_size=n),
-    st.lists(st.integers(1, 8), min_size=n, max_size=n),
-    st.integers(1, 3))))
+@given(problems(tasks=7, demand=8, window=8, nodes=3))
 def test_subset_search_returns_a_largest_feasible_subset(instance):
     demand, window, nodes = (np.array(instance[0]), np.array(instance[1]), instance[2])
     chosen = largest_feasible_subset(demand, window, nodes)
@@ -76,6 +78,36 @@ def test_subset_search_returns_a_largest_feasible_subset(instance):
                if is_feasible(demand[list(subset)], window[list(subset)], nodes))
     assert chosen.size == best
     assert np.all(np.diff(window[chosen]) >= 0), "chosen tasks come in deadline order"
+
+
+def reference_search(demand: np.ndarray, window: np.ndarray, nodes: int) -> list[int]:
+    """The include-first tree search written plainly: the full feasibility test at every node of the tree."""
+    order = [k for k in np.lexsort((demand, window)).tolist() if demand[k] <= window[k]]
+    best: list[int] = []
+
+    def search(position: int, chosen: list[int]) -> None:
+        nonlocal best
+        if len(chosen) + len(order) - position <= len(best):
+            return
+        if position == len(order):
+            best = chosen
+            return
+        candidate = chosen + [order[position]]
+        if is_feasible(demand[candidate], window[candidate], nodes):
+            search(position + 1, candidate)
+        search(position + 1, chosen)
+
+    search(0, [])
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(problems(tasks=10, demand=40, window=40, nodes=7))
+def test_subset_search_picks_the_same_subset_as_the_plain_tree_search(instance):
+    # The search checks every node against all candidates' kinks with running sums; the subset it returns
+    # (not only its size) must be the one the plain search finds first.
+    demand, window, nodes = np.array(instance[0]), np.array(instance[1]), instance[2]
+    assert largest_feasible_subset(demand, window, nodes).tolist() == reference_search(demand, window, nodes)
 
 
 def test_subset_search_prefers_earlier_deadlines_then_smaller_demands_among_equal_sizes():

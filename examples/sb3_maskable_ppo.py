@@ -43,11 +43,13 @@ def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, **env_
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
 
     torch.set_num_threads(1)  # tiny networks: more threads only contend for the cores
     envs = make_vec_env("MARA-v0", n_envs=n_envs, seed=seed, env_kwargs={**ENV_OPTIONS, **env_kwargs})
     model = MaskablePPO("MlpPolicy", envs, n_steps=n_steps, batch_size=min(256, n_steps * n_envs),
                         gamma=0.99, seed=seed, verbose=0)
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default logger leaves an empty /tmp/SB3-* folder
     model.learn(total_timesteps=steps)
     return model
 

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
 
     import torch
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.utils import set_random_seed
 
     torch.set_num_threads(1)
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     vec.venv.reset(seed=args.seed)
     set_random_seed(args.seed)
     model = PPO("MlpPolicy", vec, n_steps=args.n_steps, batch_size=args.n_steps * args.num_envs, verbose=0)
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default logger leaves an empty /tmp/SB3-* folder
     model.learn(total_timesteps=args.steps)
     vec.close()
     rows = [play(model, seed=1000 + i, **env_kwargs) for i in range(args.episodes)]

@@ -28,24 +28,53 @@ RIDGE = 1e-6
 _MAX_LOG_BATCHES = 50.0  # exp(50) batches is "never"; keeps exp() finite before the cap is applied
 
 
-@lru_cache(maxsize=8)
-def _decay_table(width: int, gamma: float) -> np.ndarray:
-    """γ^0 … γ^(width−1), computed once per (width, γ) and shared read-only."""
-    table = gamma ** np.arange(width, dtype=np.float64)
-    table.flags.writeable = False
-    return table
+@dataclass(frozen=True)
+class _Design:
+    """Everything of the fit that depends only on how many points a row has observed, per count n = 0..width:
+    the normalised weights, the observed mask, x̄, x − x̄ on observed points and Σw(x−x̄)²."""
+
+    weights: np.ndarray
+    observed: np.ndarray
+    x_mean: np.ndarray
+    dx: np.ndarray
+    sxx: np.ndarray
+
+
+@lru_cache(maxsize=4)
+def _design(width: int, gamma: float) -> _Design:
+    """The fit's count-only terms for every count, computed once per (width, γ) with the very operations the
+    fit would apply to each row (each is a function of the row alone), so gathering them gives the same bits."""
+    length = np.arange(width + 1)
+    position = np.arange(1, width + 1)[None, :]
+    raised = np.where(position <= length[:, None],
+                      gamma ** np.maximum(length[:, None] - position, 0).astype(np.float64), 0.0)
+    total = raised.sum(axis=1, keepdims=True)
+    weights = raised / np.where(total > 0, total, 1.0)
+    observed = weights > 0
+    x = np.broadcast_to(np.log(np.arange(1, width + 1, dtype=np.float64)), weights.shape)
+    x_mean = (weights * x).sum(axis=1)
+    dx = np.where(observed, x - x_mean[:, None], 0.0)
+    design = _Design(weights, observed, x_mean, dx, (weights * dx * dx).sum(axis=1))
+    for table in (design.weights, design.observed, design.x_mean, design.dx, design.sxx):
+        table.flags.writeable = False
+    return design
+
+
+def _rows(length: np.ndarray, width: int) -> np.ndarray:
+    """``length`` as table rows, refusing counts the history cannot hold."""
+    length = np.asarray(length, dtype=np.int64)
+    if length.size and (length.min() < 0 or length.max() > width):
+        raise ValueError(f"observed counts must lie in [0, {width}] (the history width), got "
+                         f"{int(length.min())}..{int(length.max())}")
+    return length
 
 
 def forgetting_weights(length: np.ndarray, width: int, gamma: float = GAMMA) -> np.ndarray:
     """w_i = γ^(n−i) for the i-th of n observed points (i = 1..n), 0 on padding; rows sum to 1.
 
-    Normalising the weights makes the ridge λ independent of how many points a task has observed.  The powers
-    are looked up in a table rather than raised per entry: the same values, bit for bit, at half the cost.
+    Normalising the weights makes the ridge λ independent of how many points a task has observed.
     """
-    age = length[:, None] - np.arange(1, width + 1)[None, :]
-    weights = np.where(age >= 0, _decay_table(width, gamma)[np.maximum(age, 0)], 0.0)
-    total = weights.sum(axis=1, keepdims=True)
-    return weights / np.where(total > 0, total, 1.0)
+    return _design(width, gamma).weights[_rows(length, width)]
 
 
 def fit_power_law(history: np.ndarray, length: np.ndarray, gamma: float = GAMMA,
@@ -53,20 +82,19 @@ def fit_power_law(history: np.ndarray, length: np.ndarray, gamma: float = GAMMA,
     """Weighted ridge fit of log L = log a − b log s; returns (log a, b), one per row.
 
     With weighted means x̄, ȳ of x = log s, y = log L, the closed form is
-    −b = Σw(x−x̄)(y−ȳ) / (Σw(x−x̄)² + λ) and log a = ȳ + b x̄.
+    −b = Σw(x−x̄)(y−ȳ) / (Σw(x−x̄)² + λ) and log a = ȳ + b x̄.  The terms that depend only on the observed
+    count (w, x̄, x − x̄, Σw(x−x̄)²) are looked up per count (:func:`_design`); only the y terms are computed.
     """
     width = history.shape[1]
-    weights = forgetting_weights(length, width, gamma)
-    observed = weights > 0
-    x = np.broadcast_to(np.log(np.arange(1, width + 1, dtype=np.float64)), history.shape)
+    rows = _rows(length, width)
+    design = _design(width, gamma)
+    weights, observed, dx = design.weights[rows], design.observed[rows], design.dx[rows]
     y = np.log(np.where(observed, history, 1.0).astype(np.float64))
-    x_mean = (weights * x).sum(axis=1)
     y_mean = (weights * y).sum(axis=1)
-    dx = np.where(observed, x - x_mean[:, None], 0.0)
     dy = np.where(observed, y - y_mean[:, None], 0.0)
-    slope = (weights * dx * dy).sum(axis=1) / ((weights * dx * dx).sum(axis=1) + ridge)
+    slope = (weights * dx * dy).sum(axis=1) / (design.sxx[rows] + ridge)
     b = -slope
-    return y_mean + b * x_mean, b
+    return y_mean + b * design.x_mean[rows], b
 
 
 def power_law_crossing(log_a: np.ndarray, b: np.ndarray, eps: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,18 +28,56 @@ def test_forgetting_weights_decay_by_gamma_towards_the_past_and_skip_padding():
     assert np.isclose(weights.sum(), 1.0)
 
 
-@settings(max_examples=50, deadline=None)
-@given(st.integers(1, 700), st.lists(st.integers(0, 700), min_size=1, max_size=40))
-def test_forgetting_weights_equal_the_powers_raised_entry_by_entry_bit_for_bit(width, lengths):
-    # The weights come from a table of powers; they must be the very numbers γ ** (n − i) gives, since LARA's
-    # and MARA-WLS's episodes are compared bit for bit across versions.
-    length = np.minimum(np.array(lengths), width)
+def raised_weights(length: np.ndarray, width: int) -> np.ndarray:
+    """γ ** (n − i) raised entry by entry on the padded matrix, each row normalised."""
     position = np.arange(1, width + 1)[None, :]
     power = GAMMA ** np.maximum(length[:, None] - position, 0).astype(np.float64)
     raised = np.where(position <= length[:, None], power, 0.0)
     total = raised.sum(axis=1, keepdims=True)
-    expected = raised / np.where(total > 0, total, 1.0)
+    return raised / np.where(total > 0, total, 1.0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 700), st.lists(st.integers(0, 700), min_size=1, max_size=40))
+def test_forgetting_weights_equal_the_powers_raised_entry_by_entry_bit_for_bit(width, lengths):
+    # The weights come from a table per count; they must be the very numbers γ ** (n − i) gives, since LARA's
+    # and MARA-WLS's episodes are compared bit for bit across versions.
+    length = np.minimum(np.array(lengths), width)
+    expected = raised_weights(length, width)
     assert np.array_equal(forgetting_weights(length, width).view(np.uint64), expected.view(np.uint64))
+
+
+def closed_form_fit(history: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The fit written out over the whole padded matrix, every term computed for every row."""
+    width = history.shape[1]
+    weights = raised_weights(length, width)
+    observed = weights > 0
+    x = np.broadcast_to(np.log(np.arange(1, width + 1, dtype=np.float64)), history.shape)
+    y = np.log(np.where(observed, history, 1.0).astype(np.float64))
+    x_mean, y_mean = (weights * x).sum(axis=1), (weights * y).sum(axis=1)
+    dx = np.where(observed, x - x_mean[:, None], 0.0)
+    dy = np.where(observed, y - y_mean[:, None], 0.0)
+    b = -((weights * dx * dy).sum(axis=1) / ((weights * dx * dx).sum(axis=1) + 1e-6))
+    return y_mean + b * x_mean, b
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 700), st.lists(st.integers(0, 700), min_size=1, max_size=40), st.integers(0, 2**32 - 1))
+def test_the_fit_equals_the_closed_form_over_the_padded_matrix_bit_for_bit(width, lengths, seed):
+    # The count-only terms come from per-count tables; LARA's and MARA-WLS's episodes are compared bit for
+    # bit across versions, so the fit must give the very numbers of the full computation.
+    length = np.minimum(np.array(lengths), width)
+    noise = np.random.default_rng(seed).uniform(0.5, 2.0, (length.size, width))
+    history = np.where(np.arange(width)[None, :] < length[:, None], noise, 0.0).astype(np.float32)
+    log_a, b = fit_power_law(history, length)
+    expected_log_a, expected_b = closed_form_fit(history, length)
+    assert np.array_equal(log_a.view(np.uint64), expected_log_a.view(np.uint64))
+    assert np.array_equal(b.view(np.uint64), expected_b.view(np.uint64))
+
+
+def test_a_count_longer_than_the_history_is_refused_with_its_range():
+    with pytest.raises(ValueError, match=r"\[0, 5\]"):
+        fit_power_law(np.ones((1, 5)), np.array([6]))
 
 
 def test_perfect_power_law_is_recovered_to_one_percent():

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import mara_env  # noqa: F401  (registers MARA-v0)
 from mara_agents.policy import Policy, is_batched
 from mara_env.simulator import oracle_successes
+from mara_env.workload import Episode
 
 
 def play_episode(env: gym.Env, policy: Policy, *, seed: int | None = None,
@@ -47,6 +49,43 @@ def play_lockstep(policy: Any, envs: Sequence[gym.Env], options: Sequence[dict[s
             else:
                 running[i] = observation
     return rows
+
+
+def play_vector_lockstep(policy: Any, episodes: Sequence[Episode], *, bank: str | None = None,
+                         on_end: Callable[[Any, int], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """:func:`play_lockstep` on the native vector env: each episode in a sub-env, all stepped together in NumPy;
+    every step is one ``policy.act_batch`` call over the episodes still running.
+
+    The vector env's observations, rewards and metrics are bit-identical to single envs', and the policy sees
+    the running episodes in the same order, so the rows equal :func:`play_lockstep`'s.  ``on_end(env, i)`` is
+    called on the step episode i ends, before its sub-env restarts (on a seeded random episode that is never
+    read), and its fields are added to that episode's row.
+    """
+    env = gym.make_vec("MARA-v0", num_envs=len(episodes), vectorization_mode="vector_entry_point", bank=bank,
+                       copy=False)
+    try:
+        observation, _ = env.reset(seed=0, options={"episode": list(episodes)})
+        policy.reset()
+        running = list(range(len(episodes)))
+        actions = np.zeros(env.action_space.shape, dtype=np.int64)
+        returns, rows = [0.0] * len(episodes), [{} for _ in episodes]
+        while running:
+            actions[:] = 0
+            actions[running] = policy.act_batch([{key: value[i] for key, value in observation.items()}
+                                                 for i in running])
+            observation, reward, terminated, _, info = env.step(actions)
+            for i in running:
+                returns[i] += float(reward[i])
+            for i in np.flatnonzero(terminated).tolist():
+                metrics = info["episode_metrics"]
+                rows[i] = {**{key: float(values[i]) for key, values in metrics.items() if not key.startswith("_")},
+                           "return": returns[i]}
+                if on_end is not None:
+                    rows[i].update(on_end(env.unwrapped, i))
+            running = [i for i in running if not terminated[i]]
+        return rows
+    finally:
+        env.close()
 
 
 def evaluate_workload(policy: Policy, workload: str | Path, *, bank: str | Path | None = None,

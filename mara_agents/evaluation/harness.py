@@ -33,11 +33,11 @@ from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulat
 from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, fresh_policy, is_batched,
                                            probe, spec_for)
 from mara_agents.predictors.shared import SHARED
-from mara_agents.runner import play_episode, play_lockstep
+from mara_agents.runner import play_episode, play_vector_lockstep
 from mara_env.config import MARAConfig
 from mara_env.engine import cached_bank, cached_workload
 from mara_env.fixed_workloads import workload_path
-from mara_env.simulator import oracle_successes
+from mara_env.simulator import SUCCEEDED, oracle_successes
 from mara_env.workload import WorkloadError, file_checksum
 
 CACHE_VERSION = 2  # 2: rows carry per-family outcomes
@@ -143,12 +143,13 @@ def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: st
 
 
 def _lockstep(policy: Any, targets: Sequence[Target], bank: str) -> list[dict[str, Any]]:
-    envs = [_make_env(target.path, bank) for target in targets]
-    rows = play_lockstep(policy, envs, [{"episode": target.index} for target in targets])
-    rows = [{**row, "families": played_families(env)} for row, env in zip(rows, envs)]
-    for env in envs:
-        env.close()
-    return rows
+    episodes = [cached_workload(target.path, bank).episodes[target.index] for target in targets]
+
+    def families(env: Any, i: int) -> dict[str, Any]:
+        won = env.sim.tasks["status"][i, :len(episodes[i])] == SUCCEEDED
+        return {"families": family_counts(episodes[i].curve, won.tolist())}
+
+    return play_vector_lockstep(policy, episodes, bank=bank, on_end=families)
 
 
 def bound_unit(targets: Sequence[Target], bank: str, num_nodes: int) -> list[dict[str, Any]]:

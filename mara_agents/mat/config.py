@@ -63,7 +63,8 @@ class MATTrainConfig:
     out: str = field(default="", metadata={
         "help": "exported checkpoint ('' = <run_dir>/selected.pt); a .json manifest goes beside it"})
     snapshot_every: int = field(default=0, metadata={
-        "help": "also export <run_dir>/snapshots/step_<N>.pt every this many env steps (0: off), for learning curves"})
+        "help": "also export <run_dir>/snapshots/step_<N>.pt every this many env steps and at the last step (0: off), "
+                "for learning curves"})
     checkpoint_every: int = field(default=4000, metadata={"help": "env steps between resumable checkpoints"})
     resume: bool = field(default=True, metadata={"help": "continue from <run_dir>/last.pt when it exists"})
     force: bool = field(default=False, metadata={

@@ -255,7 +255,8 @@ def train(config: MATTrainConfig) -> TrainResult:
               f"success {np.mean(rates) if rates else float('nan'):.3f} entropy {stats['entropy']:.3f} "
               f"value_loss {stats['value_loss']:.3f}", flush=True)
 
-        if workloads and (crossed(global_step, steps, config.validate_every) or global_step >= config.steps):
+        last = global_step >= config.steps
+        if workloads and (crossed(global_step, steps, config.validate_every) or last):
             score = validation_score(model, demand.predictor, workloads, bank)
             writer.add_scalar("charts/validation_success_rate", score, global_step)
             print(f"validation at step {global_step}: success {score:.4f}", flush=True)
@@ -264,11 +265,11 @@ def train(config: MATTrainConfig) -> TrainResult:
             if score > best:
                 export_policy(config.out_path, model, config.predictor,
                               manifest(config, model, global_step, trained_seconds, recent, validation))
-        if crossed(global_step, steps, config.snapshot_every):
+        if config.snapshot_every and (crossed(global_step, steps, config.snapshot_every) or last):
             export_policy(run / "snapshots" / f"step_{global_step}.pt", model, config.predictor,
                           manifest(config, model, global_step, trained_seconds, recent, validation, role="snapshot"))
         if (validation and validation[-1][0] == global_step or global_step - last_saved >= config.checkpoint_every
-                or global_step >= config.steps):
+                or last):
             save_run_state(state_path, {
                 "model": model.state_dict(), "optimizer": optimizer.state_dict(), "critic": critic.state_dict(),
                 "value_norm": value_norm.state_dict(),

@@ -65,6 +65,12 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(bank_dir, tmp_path, capsy
     assert load_run_state(run / "last.pt")["update"] == 4
 
 
+def test_snapshots_include_the_last_step(bank_dir, tmp_path):
+    # 60 steps with snapshots every 40: the last step (60) is not a multiple, and is the policy a user wants.
+    train(tiny_config(bank_dir, tmp_path / "run", steps=60, snapshot_every=40, validate_every=0))
+    assert sorted(p.name for p in (tmp_path / "run" / "snapshots").glob("*.pt")) == ["step_40.pt", "step_60.pt"]
+
+
 def test_resuming_with_different_training_settings_is_refused(bank_dir, tmp_path):
     run = tmp_path / "run"
     train(tiny_config(bank_dir, run, steps=20))

@@ -74,14 +74,14 @@ def play_vector_lockstep(policy: Any, episodes: Sequence[Episode], *, bank: str 
             actions[running] = policy.act_batch([{key: value[i] for key, value in observation.items()}
                                                  for i in running])
             observation, reward, terminated, _, info = env.step(actions)
-            for i in running:
+            for i in running:  # only ours: a sub-env that restarted plays an episode nobody reads
                 returns[i] += float(reward[i])
-            for i in np.flatnonzero(terminated).tolist():
-                metrics = info["episode_metrics"]
-                rows[i] = {**{key: float(values[i]) for key, values in metrics.items() if not key.startswith("_")},
-                           "return": returns[i]}
-                if on_end is not None:
-                    rows[i].update(on_end(env.unwrapped, i))
+                if terminated[i]:
+                    metrics = info["episode_metrics"]
+                    rows[i] = {**{key: float(value[i]) for key, value in metrics.items() if not key.startswith("_")},
+                               "return": returns[i]}
+                    if on_end is not None:
+                        rows[i].update(on_end(env.unwrapped, i))
             running = [i for i in running if not terminated[i]]
         return rows
     finally:

@@ -19,6 +19,7 @@ import numpy as np
 from mara_agents.evaluation.grid import Grid
 from mara_agents.evaluation.stats import Cell, Stat
 from mara_env.simulator import SUCCEEDED
+from mara_env.workload import Episode
 
 FamilyCounts = dict[str, list[int]]  # family → [tasks, successes]
 TASKS_COLUMN = "Tasks per run"
@@ -43,6 +44,13 @@ def played_families(env: gym.Env) -> FamilyCounts:
     """Per-family outcomes of the episode ``env`` (a ``MARA-v0`` env) has just finished."""
     sim = env.unwrapped.engine.sim
     return family_counts(sim.episode.curve, (sim.status == SUCCEEDED).tolist())
+
+
+def vector_played_families(env: Any, row: int, episode: Episode) -> FamilyCounts:
+    """Per-family outcomes of ``episode``, which sub-env ``row`` of a native ``MARA-v0`` vector env has just
+    finished (read before the sub-env restarts)."""
+    won = env.sim.tasks["status"][row, :len(episode)] == SUCCEEDED
+    return family_counts(episode.curve, won.tolist())
 
 
 def family_runs(rows: Iterable[dict[str, Any]], method: str, cells: Sequence[Cell],

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from mara_agents.evaluation.cache import ResultCache
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
-from mara_agents.evaluation.families import family_counts, played_families
+from mara_agents.evaluation.families import family_counts, played_families, vector_played_families
 from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulator_fingerprint, source_fingerprint
 from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, fresh_policy, is_batched,
                                            probe, spec_for)
@@ -37,7 +37,7 @@ from mara_agents.runner import play_episode, play_vector_lockstep
 from mara_env.config import MARAConfig
 from mara_env.engine import cached_bank, cached_workload
 from mara_env.fixed_workloads import workload_path
-from mara_env.simulator import SUCCEEDED, oracle_successes
+from mara_env.simulator import oracle_successes
 from mara_env.workload import WorkloadError, file_checksum
 
 CACHE_VERSION = 2  # 2: rows carry per-family outcomes
@@ -144,12 +144,8 @@ def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: st
 
 def _lockstep(policy: Any, targets: Sequence[Target], bank: str) -> list[dict[str, Any]]:
     episodes = [cached_workload(target.path, bank).episodes[target.index] for target in targets]
-
-    def families(env: Any, i: int) -> dict[str, Any]:
-        won = env.sim.tasks["status"][i, :len(episodes[i])] == SUCCEEDED
-        return {"families": family_counts(episodes[i].curve, won.tolist())}
-
-    return play_vector_lockstep(policy, episodes, bank=bank, on_end=families)
+    return play_vector_lockstep(policy, episodes, bank=bank,
+                                on_end=lambda env, i: {"families": vector_played_families(env, i, episodes[i])})
 
 
 def bound_unit(targets: Sequence[Target], bank: str, num_nodes: int) -> list[dict[str, Any]]:

@@ -25,9 +25,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from mara_agents.predictors.base import Predictor, PredictorQuery
+from mara_agents.predictors.digest_table import DIGEST_BYTES, DigestTable
 
 MIN_INVARIANT_BATCH = 3  # rows per call from which FM's answers no longer depend on the batch (measured)
-CAPACITY = 600_000  # stored rows at most (about 150 MB); a scope that outgrows it starts again empty
+CAPACITY = 600_000  # stored rows at most (about 65 MB); a scope that outgrows it starts again empty
 
 
 def predictor_identity(predictor: Predictor) -> bytes | None:
@@ -70,29 +71,37 @@ def batch_invariant(predictor: Predictor) -> bool:
 
 
 class SharedAnswers:
-    """The process's store of answers, keyed by (predictor identity, row key), for the open scope only.
+    """The process's store of answers, keyed by a digest of (predictor identity, row key), for the open scope
+    only.
 
-    Rows live in growing NumPy arrays (remaining, then the per-sample estimates when the predictor gives
-    them): a stored row costs about 250 bytes (the dict entry, 9 float64 and the arrays' growth room;
-    measured with tracemalloc over 100,000 rows).
+    Digests live in a :class:`~mara_agents.predictors.digest_table.DigestTable`, answers in one NumPy array
+    of ``capacity`` rows (remaining, then the per-sample estimates when the predictor gives them): a stored row costs at most
+    about 110 bytes (up to 40 in the table, 72 for 9 float64 answers), and the table is only allocated while a
+    scope is open.
     """
 
     def __init__(self, capacity: int = CAPACITY):
         self.capacity = capacity
         self.scope: object = None
-        self._index: dict[bytes, int] = {}
+        self._table: DigestTable | None = None  # made when a scope opens, freed when it closes
         self._values = np.empty((0, 0))  # row: [remaining, samples…], NaN where a predictor gave no samples
         self._invariant: dict[bytes, bool] = {}
 
+    def __len__(self) -> int:
+        """Rows stored in the open scope."""
+        return 0 if self._table is None else len(self._table)
+
     def open(self, scope: object) -> None:
         """Share answers among the policies played under ``scope`` (kept while the same scope is reopened)."""
-        if scope != self.scope:
-            self._index.clear()
-            self.scope = scope
+        if self._table is None:
+            self._table = DigestTable(self.capacity)
+        elif scope != self.scope:
+            self._table.clear()
+        self.scope = scope
 
     def close(self) -> None:
         """Stop sharing and free the answers."""
-        self._index.clear()
+        self._table = None
         self._values = np.empty((0, 0))
         self.scope = None
 
@@ -108,8 +117,10 @@ class SharedAnswers:
                keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray | None]:
         """(remaining, samples) for every row of ``query`` (at least :data:`MIN_INVARIANT_BATCH` rows): stored
         answers where there are some, the others computed in one batch padded to that size and stored."""
-        digests = [identity + hashlib.blake2b(key, digest_size=16).digest() for key in keys]
-        slots = np.fromiter((self._index.get(digest, -1) for digest in digests), dtype=np.int64, count=len(digests))
+        salt = identity[:hashlib.blake2b.MAX_KEY_SIZE]
+        digests = [hashlib.blake2b(key, digest_size=DIGEST_BYTES, key=salt).digest() for key in keys]
+        assert self._table is not None, "answer() needs an open scope (see usable())"
+        slots = self._table.lookup(digests)
         found, todo = np.flatnonzero(slots >= 0), np.flatnonzero(slots < 0)
         known = self._values[slots[found]]  # read before storing: a full store starts again empty
         fresh = np.empty((0, known.shape[1]))
@@ -130,17 +141,23 @@ class SharedAnswers:
         """Keep the answers of the call's distinct rows (a call can hold the same row more than once, e.g. the
         empty slots at an episode's start); a store that would outgrow its capacity starts again empty."""
         first = {digest: row for row, digest in reversed(list(enumerate(digests)))}
-        distinct, rows = list(first), np.fromiter(first.values(), dtype=np.int64, count=len(first))
-        if len(self._index) + len(distinct) > self.capacity:
-            self._index.clear()
-        start = len(self._index)
+        if len(first) > self.capacity:
+            return  # more distinct rows than the store holds at all: answered, not kept
+        assert self._table is not None
+        if len(self._table) + len(first) > self.capacity:
+            self._table.clear()
+        stored = self._table.insert(list(first))
         width = max(values.shape[1], self._values.shape[1])
-        if start + len(distinct) > self._values.shape[0] or width > self._values.shape[1]:
-            grown = np.full((max(2 * self._values.shape[0], start + len(distinct), 1024), width), np.nan)
-            grown[:start, :self._values.shape[1]] = self._values[:start]
-            self._values = grown
-        self._values[start:start + len(distinct)] = np.nan
-        self._values[start:start + len(distinct), :values.shape[1]] = values[rows]
-        self._index.update(zip(distinct, range(start, start + len(distinct))))
+        if width > self._values.shape[1]:
+            # The whole capacity at once, never grown: the operating system backs the pages only as rows are
+            # written, and no copy of a growing array is left behind in the heap.
+            wider = np.empty((self.capacity, width))
+            kept = min(self._values.shape[0], int(stored[0]) if stored.size else 0)
+            wider[:kept] = np.nan
+            wider[:kept, :self._values.shape[1]] = self._values[:kept]
+            self._values = wider
+        self._values[stored] = np.nan
+        self._values[stored, :values.shape[1]] = values[np.fromiter(first.values(), dtype=np.int64, count=len(first))]
+
 
 SHARED = SharedAnswers()

@@ -111,7 +111,7 @@ def test_a_full_store_starts_again_empty():
     keys = [bytes([row]) for row in range(6)]
     store.answer(predictor, b"id", query, keys)
     store.answer(predictor, b"id", query, [bytes([row + 10]) for row in range(6)])
-    assert len(store._index) == 6
+    assert len(store) == 6
 
 
 def test_rows_found_in_a_call_that_fills_the_store_keep_their_answers():
@@ -123,7 +123,7 @@ def test_rows_found_in_a_call_that_fills_the_store_keep_their_answers():
     store.answer(predictor, b"id", query.subset(np.arange(6)), keys[:6])
     mixed = np.array([0, 1, 2, 6, 3, 4, 5])  # six stored rows and one new: the store starts again empty
     remaining, samples = store.answer(predictor, b"id", query.subset(mixed), [keys[row] for row in mixed])
-    assert len(store._index) == 1  # it did start again
+    assert len(store) == 1  # it did start again
     assert np.array_equal(remaining, alone.remaining[mixed]) and np.array_equal(samples, alone.samples[mixed])
 
 

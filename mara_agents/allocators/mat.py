@@ -11,8 +11,10 @@ workload file in lock-step (see ``mara_agents.runner.play_lockstep``).
 
 Evaluation decodes **greedily** by default, so it is deterministic: in node order, each node takes its most
 likely legal slot and idles only when no occupied slot is left (work-conserving; see
-:meth:`~mara_agents.mat.model.MATModel.act` for why).  ``sample=True`` samples from the policy with a seeded
-generator instead, idle included.  Nothing here imports training code.
+:meth:`~mara_agents.mat.model.MATModel.act` for why).  So only the contended observations (more tasks than
+nodes) go through the predictor and the network; the others serve every task
+(:mod:`~mara_agents.allocators.uncontended`).  ``sample=True`` samples from the policy with a seeded generator
+instead, idle included, for every observation.  Nothing here imports training code.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from mara_agents.allocators.uncontended import decide_contended
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.model import MATModel, token_tensors
 from mara_agents.mat.tokens import build_tokens
@@ -47,11 +50,18 @@ class MATPolicy:
         return self.act_batch([observation])[0]
 
     def act_batch(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
-        """Actions (N, M) for N observations in one predictor call and one decoder sweep.
+        """Actions (N, M) for N observations in one predictor call and one decoder sweep (greedy decoding:
+        for the contended observations only; the others serve every occupied slot).
 
         With greedy decoding each row depends only on its own observation, so the evaluation harness plays
         a whole workload file in lock-step and gets the same actions as one episode at a time.
         """
+        if self.generator is not None:
+            return self._decode(observations)
+        return decide_contended(observations, self._decode)
+
+    def _decode(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
+        """The network's actions for the observations: one predictor call, one decoder sweep."""
         stacked, predicted = self.demand.stacked(observations)
         tokens = build_tokens(stacked, predicted, with_slack_ranks=self.model.hparams.slack_prior)
         slots, glob, present = token_tensors(tokens, self.device)

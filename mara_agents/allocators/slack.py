@@ -17,10 +17,13 @@ unlike MAT it has no parameters.  ``slack-fm`` runs it over the FM predictor.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from mara_agents.allocators.naive import present_slots, serve_in_order, steps_to_deadline
 from mara_agents.allocators.predictive import PredictiveAllocator
+from mara_agents.allocators.uncontended import decide_contended
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 
 WARMUP, FITS, SHORT = 0, 1, 2  # the three groups, served in this order
@@ -40,6 +43,11 @@ def slack_order(observation: dict[str, np.ndarray], predicted: np.ndarray) -> np
 
 class SlackPolicy(PredictiveAllocator):
     """Warm-up tasks first, then tasks predicted to fit (least slack first), then the rest."""
+
+    def act_batch(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
+        """Actions (N, M): the ranking (and its predictor call) only for observations holding more tasks than
+        nodes; the others serve every task (:mod:`~mara_agents.allocators.uncontended`)."""
+        return decide_contended(observations, super().act_batch)
 
     def decide(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
         """The joint action for one observation given its slots' predicted remaining batches (K,)."""

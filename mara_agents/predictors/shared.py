@@ -75,9 +75,9 @@ class SharedAnswers:
     only.
 
     Digests live in a :class:`~mara_agents.predictors.digest_table.DigestTable`, answers in one NumPy array
-    of ``capacity`` rows (remaining, then the per-sample estimates when the predictor gives them): a stored row costs at most
-    about 110 bytes (up to 40 in the table, 72 for 9 float64 answers), and the table is only allocated while a
-    scope is open.
+    of ``capacity`` rows (remaining, then the per-sample estimates when the predictor gives them): a stored
+    row costs at most about 110 bytes (up to 40 in the table, 72 for 9 float64 answers), and the table is only
+    allocated while a scope is open.
     """
 
     def __init__(self, capacity: int = CAPACITY):

@@ -1,0 +1,29 @@
+"""``python -m mara_agents.evaluation.profile``: the evaluation runs as usual and every played episode is counted
+once, under its method, with the time and peak memory of the process that played it."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+from eval_fixtures import workloads_fixture  # noqa: F401  (provides the workloads_dir fixture)
+
+from mara_agents.evaluation.profile import main
+
+
+def test_profile_counts_every_episode_under_its_method(bank_dir: Path, workloads_dir: Path, tmp_path: Path,
+                                                      capsys):
+    out = tmp_path / "out"
+    status = main(["table2", "--quick", "--bank", str(bank_dir), "--workloads", str(workloads_dir),
+                   "--out", str(out), "--methods", "fifo", "edf", "--jobs", "2", "--no-progress"])
+    printed = capsys.readouterr().out
+    assert status == 0
+    with open(out / "episodes.csv") as handle:
+        played = [row for row in csv.DictReader(handle) if row["method"] in ("fifo", "edf")]
+    counted = {match[0]: int(match[1]) for match in re.findall(r"^\| (fifo|edf|bounds) \| (\d+) \|", printed, re.M)}
+    per_method = len(played) // 2
+    assert per_method > 0 and counted == {"fifo": per_method, "edf": per_method, "bounds": per_method}
+    peaks = re.search(r"peak memory of the processes that played units: (.*); main process (\d+) MiB", printed)
+    assert peaks and 1 <= len(peaks[1].split(", ")) <= 2  # one peak per worker process that played a unit
+    assert all(int(peak.removesuffix(" MiB")) > 0 for peak in peaks[1].split(", ")) and int(peaks[2]) > 0

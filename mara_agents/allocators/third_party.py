@@ -47,6 +47,31 @@ def shipped_seeds() -> tuple[int, ...]:
                         if path.with_suffix(".zip").is_file()))
 
 
+class _NoOptimizer:
+    """Stands in for the policy's Adam: playing needs no optimizer, and building a torch optimizer imports
+    ``torch._dynamo`` (with SymPy), about 70 MiB of resident memory in every process that plays the method."""
+
+    def __init__(self, params: Any, **kwargs: Any):
+        del params, kwargs
+
+
+def load_policy_network(checkpoint: Path, device: str) -> Any:
+    """The MaskablePPO checkpoint's policy network, in evaluation mode, with the trained weights.
+
+    ``MaskablePPO.load`` would rebuild the whole algorithm around it (rollout buffer, optimizer, schedules);
+    this builds the policy class the zip names from its saved spaces and settings and loads its weights only.
+    """
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    data, params, _ = load_from_zip_file(checkpoint, device=device)
+    settings = {**(data.get("policy_kwargs") or {}), "optimizer_class": _NoOptimizer}
+    network = data["policy_class"](data["observation_space"], data["action_space"], lambda _: 0.0, **settings)
+    network.load_state_dict(params["policy"])
+    network.to(device)
+    network.set_training_mode(False)
+    return network
+
+
 class MaskablePPOPolicy:
     """A trained sb3-contrib MaskablePPO network playing the default MARA-v0 observation greedily.
 
@@ -56,7 +81,7 @@ class MaskablePPOPolicy:
 
     def __init__(self, checkpoint: str | Path, device: str = "cpu"):
         try:
-            from sb3_contrib import MaskablePPO
+            import sb3_contrib  # noqa: F401 — the checkpoint's policy class lives there
         except ImportError as exc:
             raise ModuleNotFoundError("maskable-ppo needs sb3-contrib; install it with pip install -e \".[sb3]\"") \
                 from exc
@@ -66,8 +91,7 @@ class MaskablePPOPolicy:
                                     "`python examples/sb3_maskable_ppo.py --seed S --out DIR`")
         from mara_agents.checkpoint_io import verify_manifest_checksum
         verify_manifest_checksum(self.checkpoint, "MaskablePPO")
-        self.network = MaskablePPO.load(self.checkpoint, device=device).policy
-        self.network.set_training_mode(False)
+        self.network = load_policy_network(self.checkpoint, device)
         nvec = self.network.action_space.nvec
         self.num_nodes, self.num_slots = len(nvec), int(nvec[0]) - 1
         flat_length = int(self.network.observation_space.shape[0])

@@ -125,3 +125,26 @@ def test_an_env_of_another_shape_is_refused_naming_the_checkpoint(bank_dir):
         trained = r"seed0\.zip was trained for 7 nodes and 10 slots"
         with pytest.raises(ValueError, match=rf"{trained}, the observation has {has}"):
             policy.act(observation)
+
+
+def test_the_played_network_is_the_trained_policy_with_its_weights(smoke_run):
+    from sb3_contrib import MaskablePPO
+
+    zip_path = smoke_run[0] / "maskable_ppo_seed3.zip"
+    played = make_policy("maskable-ppo", checkpoint=zip_path).network
+    trained = MaskablePPO.load(zip_path).policy
+    assert type(played) is type(trained) and not played.training
+    assert str(played) == str(trained)  # the same layers, in the same order
+    first, second = played.state_dict(), trained.state_dict()
+    assert first.keys() == second.keys() and all(torch.equal(first[name], second[name]) for name in first)
+
+
+def test_playing_builds_no_torch_optimizer():
+    """An optimizer imports torch._dynamo and SymPy (about 70 MiB in every evaluation process playing it)."""
+    import subprocess
+
+    code = ("import sys; from mara_agents import make_policy; make_policy('maskable-ppo', seed=0); "
+            "print('torch._dynamo' in sys.modules, 'sympy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.split() == ["False", "False"]

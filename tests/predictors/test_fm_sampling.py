@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mara_agents.predictors.fm.sampling import euler_integrate, sobol_gaussian_points
+from mara_agents.predictors.fm.sampling import (N_SAMPLES, SHIPPED_DIM, SOBOL_SEED, compute_sobol_gaussian,
+                                                euler_integrate, sobol_gaussian_points)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,6 +28,20 @@ def test_sobol_points_are_fixed_across_processes():
             "print(repr(p(8, 32).tolist()))")
     output = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     np.testing.assert_array_equal(np.array(eval(output.stdout)), sobol_gaussian_points(8, 32))
+
+
+def test_the_shipped_points_are_scipys_bit_for_bit():
+    shipped = sobol_gaussian_points(N_SAMPLES, SHIPPED_DIM)
+    assert shipped.dtype == np.float64
+    np.testing.assert_array_equal(shipped, compute_sobol_gaussian(N_SAMPLES, SHIPPED_DIM, SOBOL_SEED))
+    np.testing.assert_array_equal(sobol_gaussian_points(N_SAMPLES, 16), compute_sobol_gaussian(N_SAMPLES, 16, SOBOL_SEED))
+
+
+def test_the_shipped_points_need_no_scipy_stats():
+    code = ("import sys; from mara_agents.predictors.fm.sampling import sobol_gaussian_points as p; p(8, 32); "
+            "print('scipy.stats' in sys.modules)")
+    output = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert output.stdout.strip() == "False"
 
 
 def test_different_seeds_give_different_points():

@@ -117,3 +117,17 @@ def capped_remaining(estimate: np.ndarray, query: PredictorQuery) -> np.ndarray:
     cap = query.cap.astype(np.float64).reshape(-1, *extra)
     usable = query.ready.reshape(-1, *extra) & np.isfinite(estimate)
     return np.where(usable, np.clip(np.nan_to_num(estimate, nan=0.0), 0.0, cap), cap)
+
+
+ROWS_PER_PASS = 512  # rows a predictor computes at once: bounds a large query's transient arrays to tens of MB
+
+
+def row_parts(rows: np.ndarray, limit: int | None = None) -> list[np.ndarray]:
+    """``rows`` in consecutive, near-equal parts of at most ``limit`` rows (default :data:`ROWS_PER_PASS`;
+    no part when ``rows`` is empty).
+
+    Near-equal, so that no part is a remainder of one or two rows: some batched kernels give other last bits
+    for those (see :mod:`mara_agents.predictors.shared`).
+    """
+    limit = ROWS_PER_PASS if limit is None else limit
+    return np.array_split(rows, -(-rows.size // limit)) if rows.size else []

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mara_agents.predictors.base import Prediction, PredictorQuery, capped_remaining
+from mara_agents.predictors.base import Prediction, PredictorQuery, capped_remaining, row_parts
 
 GAMMA = 0.9
 RIDGE = 1e-6
@@ -113,6 +113,8 @@ class WLSPredictor:
 
     def predict(self, query: PredictorQuery) -> Prediction:
         """remaining = (a/ε)^(1/b) − n per task, capped (b ≤ 0 or < 4 observations → cap)."""
-        log_a, b = fit_power_law(query.history, query.length, self.gamma, self.ridge)
-        remaining = power_law_crossing(log_a, b, query.eps.astype(np.float64)) - query.length
+        remaining = np.empty(len(query))
+        for rows in row_parts(np.arange(len(query))):  # each row's fit is its own: parts give the same bits
+            log_a, b = fit_power_law(query.history[rows], query.length[rows], self.gamma, self.ridge)
+            remaining[rows] = power_law_crossing(log_a, b, query.eps[rows].astype(np.float64)) - query.length[rows]
         return Prediction(remaining=capped_remaining(remaining, query))

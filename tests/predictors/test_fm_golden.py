@@ -20,10 +20,12 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from mara_agents.predictors.base import PredictorQuery
 from mara_agents.predictors.fm.model import FlowMatchingModel
+from mara_agents.predictors import base
 from mara_agents.predictors.fm.predictor import FlowMatchingPredictor, load_model
 
 GOLDEN = Path(__file__).parent / "data" / "fm_golden.npz"
@@ -75,7 +77,10 @@ def load_golden() -> tuple[np.lib.npyio.NpzFile, PredictorQuery]:
     return golden, PredictorQuery(*(golden[f"query_{name}"] for name in QUERY_FIELDS))
 
 
-def test_shipped_predictor_reproduces_the_recorded_answers_bit_for_bit():
+@pytest.mark.parametrize("rows_per_pass", [None, 5])  # one pass, and the 24 ready rows split into 5 passes
+def test_shipped_predictor_reproduces_the_recorded_answers_bit_for_bit(rows_per_pass, monkeypatch):
+    if rows_per_pass is not None:
+        monkeypatch.setattr(base, "ROWS_PER_PASS", rows_per_pass)
     (golden, query), model = load_golden(), load_model()
     exact = kernel_canary(model) == str(golden["canary"])
     for samples, steps in SETTINGS:

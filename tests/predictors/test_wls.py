@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mara_agents.predictors import base
 from mara_agents.predictors.base import PredictorQuery
 from mara_agents.predictors.wls import GAMMA, WLSPredictor, fit_power_law, forgetting_weights
 
@@ -73,6 +74,27 @@ def test_the_fit_equals_the_closed_form_over_the_padded_matrix_bit_for_bit(width
     expected_log_a, expected_b = closed_form_fit(history, length)
     assert np.array_equal(log_a.view(np.uint64), expected_log_a.view(np.uint64))
     assert np.array_equal(b.view(np.uint64), expected_b.view(np.uint64))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.integers(4, 300), min_size=1, max_size=60), st.integers(1, 9), st.integers(0, 2**32 - 1))
+def test_a_query_answered_in_parts_gets_the_one_pass_answers_bit_for_bit(lengths, rows_per_pass, seed):
+    rng = np.random.default_rng(seed)
+    curves = [np.cumsum(rng.uniform(0.5, 2.0, n)[::-1]) / np.arange(1, n + 1) for n in lengths]
+    asked = query(curves, eps=0.8)
+    one_pass = WLSPredictor().predict(asked).remaining
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(base, "ROWS_PER_PASS", rows_per_pass)
+        in_parts = WLSPredictor().predict(asked).remaining
+    assert np.array_equal(one_pass.view(np.uint64), in_parts.view(np.uint64))
+
+
+def test_row_parts_are_consecutive_near_equal_and_within_the_limit():
+    for n, limit in ((0, 4), (1, 4), (4, 4), (5, 4), (13, 4), (1025, 512)):
+        parts = base.row_parts(np.arange(n), limit)
+        assert np.array_equal(np.concatenate(parts) if parts else np.arange(0), np.arange(n))
+        assert all(0 < part.size <= limit for part in parts)
+        assert not parts or max(p.size for p in parts) - min(p.size for p in parts) <= 1
 
 
 def test_a_count_longer_than_the_history_is_refused_with_its_range():

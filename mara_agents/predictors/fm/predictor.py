@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from mara_agents.checkpoint_io import CheckpointError, atomic_torch_save, read_checkpoint
-from mara_agents.predictors.base import Prediction, PredictorQuery, capped_remaining
+from mara_agents.predictors.base import Prediction, PredictorQuery, capped_remaining, row_parts
 from mara_agents.predictors.fm.decode import first_crossing, median_estimate, remaining_batches
 from mara_agents.predictors.fm.encoding import static_context
 from mara_agents.predictors.fm.model import FlowMatchingModel, FMHyperParameters
@@ -84,8 +84,10 @@ class FlowMatchingPredictor:
         trajectories = np.full((n, self.n_samples, bins + 1), np.nan)
         grid = np.full((n, bins + 1), np.nan)
         per_sample = np.full((n, self.n_samples), np.nan)
-        rows = np.flatnonzero(query.ready)
-        if rows.size:
+        # A network pass holds about 50 KB of intermediate tensors per row (the GRU's gates), so a large query
+        # runs in parts; a row's answer does not depend on the rows beside it (the shared answers' canary,
+        # mara_agents/predictors/shared.py, checks this per predictor).
+        for rows in row_parts(np.flatnonzero(query.ready)):
             ready = query.subset(rows, width=int(query.length[rows].max()))
             batch_size = ready.batch_size.astype(np.float64)
             prefix_samples = ready.length * batch_size

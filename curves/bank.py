@@ -216,12 +216,22 @@ class CurveBank:
     families: dict[str, FamilySpec]
     records: dict[str, CurveRecord]
     per_batch: dict[str, np.ndarray] = field(repr=False)
+    _ids: dict[tuple[str | None, frozenset[str] | None], tuple[str, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def ids(self, family: str | None = None, splits: Iterable[str] | None = None) -> list[str]:
-        """Curve ids in a stable order, optionally filtered by family and split."""
-        wanted = None if splits is None else set(splits)
-        return sorted(cid for cid, rec in self.records.items()
-                      if (family is None or rec.family == family) and (wanted is None or rec.split in wanted))
+        """Curve ids in a stable order, optionally filtered by family and split.
+
+        Each selection is computed once per bank (a loaded bank's records do not change): episode sampling asks
+        for the pool of every arriving task, and a scan of all records was a third of the vector env's step.
+        """
+        wanted = None if splits is None else frozenset(splits)
+        key = (family, wanted)
+        if key not in self._ids:
+            self._ids[key] = tuple(sorted(
+                cid for cid, rec in self.records.items()
+                if (family is None or rec.family == family) and (wanted is None or rec.split in wanted)))
+        return list(self._ids[key])
 
     def cumavg(self, curve_id: str) -> np.ndarray:
         """The cumulative-average loss curve L(1..n) of one curve (float64)."""

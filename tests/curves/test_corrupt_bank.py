@@ -61,3 +61,13 @@ def test_length_disagreement_names_curve(tiny_bank: Path) -> None:
     (tiny_bank / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BankError, match=r"curve fam_a/test/001: manifest says length 99"):
         load_bank(tiny_bank)
+
+
+def test_ids_are_the_sorted_selection_every_time_and_callers_cannot_change_them(tiny_bank: Path) -> None:
+    bank = load_bank(tiny_bank)
+    expected = sorted(cid for cid, rec in bank.records.items() if rec.family == "fam_a")
+    first = bank.ids("fam_a")
+    assert first == expected
+    first.append("intruder")
+    assert bank.ids("fam_a") == expected and bank.ids("fam_a", splits=["train", "val", "test"]) == expected
+    assert bank.ids(splits=iter(["nope"])) == [] and sorted(bank.ids()) == bank.ids() == sorted(bank.records)

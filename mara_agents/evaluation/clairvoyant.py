@@ -33,6 +33,11 @@ from serving a task that the bound serves.  It does respect M, one node per task
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_array
@@ -48,6 +53,24 @@ def required_batches(episode: Episode, bank: CurveBank) -> np.ndarray:
         hits = np.flatnonzero(bank.cumavg(cid)[:budget] <= eps)
         needed[k] = hits[0] + 1 if hits.size else 0
     return needed
+
+
+@contextmanager
+def solver_output_silenced() -> Iterator[None]:
+    """Discard what is written to file descriptor 1 inside the block.
+
+    The HiGHS build in SciPy prints a debugging line (``HighsMipSolverData::transformNewIntegerFeasibleSolution``)
+    from C for some MILPs, whatever ``disp`` says; the evaluation's own output must not carry it.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as sink:
+            os.dup2(sink.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def max_completions(arrival: np.ndarray, deadline: np.ndarray, needed: np.ndarray, num_nodes: int) -> np.ndarray:
@@ -83,8 +106,9 @@ def max_completions(arrival: np.ndarray, deadline: np.ndarray, needed: np.ndarra
         capacity = coo_array((np.ones(int(keep.sum())), (row_of[pair_interval[keep]], n + np.flatnonzero(keep))),
                              shape=(crowded.size, n + p))
         constraints.append(LinearConstraint(capacity, -np.inf, num_nodes * lengths[crowded].astype(float)))
-    result = milp(cost, integrality=integrality, bounds=Bounds(np.zeros(n + p), upper), constraints=constraints,
-                  options={"mip_rel_gap": 0.0})
+    with solver_output_silenced():
+        result = milp(cost, integrality=integrality, bounds=Bounds(np.zeros(n + p), upper), constraints=constraints,
+                      options={"mip_rel_gap": 0.0})
     if result.status != 0:
         raise RuntimeError(f"Clairvoyant MILP did not reach optimality: {result.message}")
     chosen[tasks] = result.x[:n] > 0.5

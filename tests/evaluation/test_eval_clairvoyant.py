@@ -85,3 +85,15 @@ def test_the_bound_never_exceeds_the_oracle_with_few_nodes(bank_dir, workloads_d
         assert not (bound & ~oracle_successes(episode, bank)).any()
         assert bound.sum() < oracle_successes(episode, bank).sum()
         assert (required_batches(episode, bank)[bound] > 0).all()
+
+
+def test_the_solver_cannot_print_into_the_evaluation_output(capfd):
+    import os
+
+    from mara_agents.evaluation.clairvoyant import solver_output_silenced
+
+    print("before", flush=True)
+    with solver_output_silenced():
+        os.write(1, b"HighsMipSolverData::transformNewIntegerFeasibleSolution\n")  # as the C solver writes it
+    os.write(1, b"after\n")
+    assert capfd.readouterr().out == "before\nafter\n"

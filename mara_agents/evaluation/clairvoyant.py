@@ -62,8 +62,13 @@ def solver_output_silenced() -> Iterator[None]:
     The HiGHS build in SciPy prints a debugging line (``HighsMipSolverData::transformNewIntegerFeasibleSolution``)
     from C for some MILPs, whatever ``disp`` says; the evaluation's own output must not carry it.
     """
-    sys.stdout.flush()
-    saved = os.dup(1)
+    if sys.stdout is not None:  # None when the process started without a standard output
+        sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no standard output to protect (a process started with it closed)
+        yield
+        return
     try:
         with open(os.devnull, "wb") as sink:
             os.dup2(sink.fileno(), 1)

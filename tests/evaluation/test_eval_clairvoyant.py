@@ -97,3 +97,14 @@ def test_the_solver_cannot_print_into_the_evaluation_output(capfd):
         os.write(1, b"HighsMipSolverData::transformNewIntegerFeasibleSolution\n")  # as the C solver writes it
     os.write(1, b"after\n")
     assert capfd.readouterr().out == "before\nafter\n"
+
+
+def test_silencing_needs_no_standard_output():
+    import subprocess
+    import sys
+
+    code = ("from mara_agents.evaluation.clairvoyant import solver_output_silenced\n"
+            "with solver_output_silenced():\n    pass\nimport sys; sys.stderr.write('ok')")
+    done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          check=False, close_fds=True, preexec_fn=lambda: __import__("os").close(1))
+    assert done.returncode == 0 and done.stderr.endswith("ok")

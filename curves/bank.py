@@ -218,6 +218,7 @@ class CurveBank:
     per_batch: dict[str, np.ndarray] = field(repr=False)
     _ids: dict[tuple[str | None, frozenset[str] | None], tuple[str, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    _cumavg: dict[str, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def ids(self, family: str | None = None, splits: Iterable[str] | None = None) -> list[str]:
         """Curve ids in a stable order, optionally filtered by family and split.
@@ -234,8 +235,16 @@ class CurveBank:
         return list(self._ids[key])
 
     def cumavg(self, curve_id: str) -> np.ndarray:
-        """The cumulative-average loss curve L(1..n) of one curve (float64)."""
-        return cumulative_average(self.per_batch[curve_id])
+        """The cumulative-average loss curve L(1..n) of one curve (float64, read-only).
+
+        Computed once per curve: episode sampling asks for it for every arriving task.
+        """
+        curve = self._cumavg.get(curve_id)
+        if curve is None:
+            curve = cumulative_average(self.per_batch[curve_id])
+            curve.flags.writeable = False
+            self._cumavg[curve_id] = curve
+        return curve
 
     @cached_property
     def max_length(self) -> int:

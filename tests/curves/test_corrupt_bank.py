@@ -71,3 +71,14 @@ def test_ids_are_the_sorted_selection_every_time_and_callers_cannot_change_them(
     first.append("intruder")
     assert bank.ids("fam_a") == expected and bank.ids("fam_a", splits=["train", "val", "test"]) == expected
     assert bank.ids(splits=iter(["nope"])) == [] and sorted(bank.ids()) == bank.ids() == sorted(bank.records)
+
+
+def test_cumavg_is_computed_once_and_cannot_be_changed_by_a_caller(tiny_bank: Path) -> None:
+    from curves.bank import cumulative_average
+
+    bank = load_bank(tiny_bank)
+    cid = bank.ids("fam_a")[0]
+    curve = bank.cumavg(cid)
+    assert np.array_equal(curve, cumulative_average(bank.per_batch[cid])) and bank.cumavg(cid) is curve
+    with pytest.raises(ValueError, match="read-only"):
+        curve[0] = 0.0

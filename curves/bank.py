@@ -224,7 +224,7 @@ class CurveBank:
         """Curve ids in a stable order, optionally filtered by family and split.
 
         Each selection is computed once per bank (a loaded bank's records do not change): episode sampling asks
-        for the pool of every arriving task, and a scan of all records was a third of the vector env's step.
+        for the pool of every arriving task.  Callers get their own list.
         """
         wanted = None if splits is None else frozenset(splits)
         key = (family, wanted)

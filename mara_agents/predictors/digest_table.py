@@ -3,8 +3,7 @@
 The shared predictor answers (:mod:`~mara_agents.predictors.shared`) store up to hundreds of thousands of rows
 per process.  In a Python dict every row costs an entry, a ``bytes`` key object and its hash (about 150 bytes);
 here it costs its 16 key bytes and a 4-byte row number in a table kept at most two-thirds full (at most 40
-bytes),
-and a whole call's lookups are a few vectorised probes instead of one dict access per row.
+bytes), and a whole call's lookups are a few vectorised probes instead of one dict access per row.
 
 Open addressing with linear probing: a digest's first 8 bytes pick its home position, a lookup walks on from
 there until it meets the digest or an empty position.  Digests are cryptographic hashes, so their bytes are

@@ -35,8 +35,12 @@ def test_freed_heap_goes_back_to_the_system():
 
 def test_every_unit_ends_by_releasing_the_heap_even_when_it_fails(monkeypatch):
     calls = []
+
+    def failing_bounds(*args):
+        raise RuntimeError("boom")
+
     monkeypatch.setattr(harness, "release_free_heap", lambda: calls.append(True))
-    monkeypatch.setattr(harness, "bound_unit", lambda *args: (_ for _ in ()).throw(RuntimeError("boom")))
+    monkeypatch.setattr(harness, "bound_unit", failing_bounds)
     unit = harness.Unit(harness.BOUNDS, None, (), ())
     with pytest.raises(RuntimeError, match="boom"):
         harness.run_unit(unit, "bank", 7)

@@ -75,6 +75,9 @@ class MATTrainConfig:
     critic_warmup: int = field(default=0, metadata={
         "help": "PPO updates at the start that fit only the value head, so that the policy moves only once the "
                 "critic's advantages carry signal (for --init-from)"})
+    privileged_critic: bool = field(default=False, metadata={
+        "help": "train with a separate critic that also reads each task's true remaining batches (training only; "
+                "the exported policy is the actor alone and sees only the observation)"})
     env: MARAConfig = field(default_factory=MARAConfig, metadata={"flags": ENV_FLAGS})
     ppo: PPOSettings = field(default_factory=PPOSettings)
     model: MATHyperParameters = field(default_factory=MATHyperParameters)

@@ -4,7 +4,8 @@ Training only.  :class:`PrivilegedObservation` adds one key to the dict observat
 each occupied slot, the batches its task still needs before its cumulative-average loss reaches ε, read
 from the curve the simulator replays (the curve ahead of a task is never part of the observation).  A task
 whose curve never reaches ε within the recorded curve reads as needing more than the curve's remaining
-length, so it sorts after every task that can finish.  Empty slots read 0.
+length, so it sorts after every task that can finish.  Empty slots read 0.  :func:`vector_true_remaining`
+reads the same for every sub-env of a vector env, for the privileged critic (:mod:`mara_agents.mat.critic`).
 
 :class:`PrivilegedSlackExpert` is the FM-slack ranking (:mod:`mara_agents.allocators.slack`) over these true
 demands instead of a forecast: warm-up tasks first (earliest deadline first — a deployed policy must observe a
@@ -25,7 +26,10 @@ import numpy as np
 from gymnasium import spaces
 
 from mara_agents.allocators.slack import SlackPolicy
+from mara_env.batched import BatchSimulator
+from mara_env.gym_env import MARAEnv
 from mara_env.simulator import Simulator
+from mara_env.vector_env import MARAVectorEnv
 
 TRUE_REMAINING = "true_remaining"
 
@@ -45,6 +49,32 @@ def true_remaining(sim: Simulator, crossings: np.ndarray) -> np.ndarray:
     remaining = np.zeros(tasks.shape, dtype=np.float32)
     remaining[occupied] = crossings[tasks[occupied]] - sim.batches[tasks[occupied]]
     return remaining
+
+
+def batched_true_remaining(sim: BatchSimulator) -> np.ndarray:
+    """(N, K) float32: :func:`true_remaining` for every episode of a batched simulator (0 for empty slots)."""
+    remaining = np.zeros(sim.slot_task.shape, dtype=np.float32)
+    occupied = sim.slot_task >= 0
+    if not occupied.any():
+        return remaining
+    losses = sim.table.loss
+    curves = losses[sim.slot_curve[occupied] // losses.shape[1]]  # slot_curve is the row's flat offset
+    below = curves[:, 1:] <= sim.slot_eps[occupied][:, None]
+    crossings = np.where(below.any(axis=1), below.argmax(axis=1) + 1, below.shape[1] + 1)
+    remaining[occupied] = crossings - sim.slot_batches[occupied]
+    return remaining
+
+
+def vector_true_remaining(envs: gym.vector.VectorEnv) -> np.ndarray:
+    """(N, K) float32 true remaining batches of every sub-env of a MARA vector env: the native one
+    (:class:`~mara_env.vector_env.MARAVectorEnv`) or a ``SyncVectorEnv`` of single MARA envs."""
+    base = envs.unwrapped
+    if isinstance(base, MARAVectorEnv):
+        return batched_true_remaining(base.sim)
+    if isinstance(base, gym.vector.SyncVectorEnv) and all(isinstance(env.unwrapped, MARAEnv) for env in base.envs):
+        sims = [env.unwrapped.engine.sim for env in base.envs]
+        return np.stack([true_remaining(sim, first_crossings(sim)) for sim in sims])
+    raise TypeError(f"true remaining batches need a MARA vector env (native or sync), got {type(base).__name__}")
 
 
 class PrivilegedObservation(gym.ObservationWrapper):

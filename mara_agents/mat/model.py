@@ -142,6 +142,16 @@ class DecoderBlock(nn.Module):
         return x + self.mlp(self.norm_mlp(x))
 
 
+def run_encoder(blocks: nn.ModuleList, norm: nn.LayerNorm, tokens: torch.Tensor,
+                present: torch.Tensor) -> torch.Tensor:
+    """``blocks`` then ``norm`` over (B, 1 + K, D) tokens, the global token first; empty slots are masked
+    as keys (:meth:`MATModel.visible`)."""
+    allowed = MATModel.visible(present).expand(-1, tokens.shape[1], -1)
+    for block in blocks:
+        tokens = block(tokens, allowed)
+    return norm(tokens)
+
+
 class MATModel(nn.Module):
     """Encoder–decoder actor-critic over (slot tokens, global token) → per-node values and choices."""
 
@@ -173,11 +183,8 @@ class MATModel(nn.Module):
     # ------------------------------------------------------------------ encoder
     def encode(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
         """(B, 1 + K, D): the global token followed by the slot tokens, after the encoder blocks."""
-        x = torch.cat([self.global_in(glob)[:, None], self.slot_in(self.slot_features(slots))], dim=1)
-        allowed = self.visible(present).expand(-1, x.shape[1], -1)
-        for block in self.encoder:
-            x = block(x, allowed)
-        return self.encoder_norm(x)
+        tokens = torch.cat([self.global_in(glob)[:, None], self.slot_in(self.slot_features(slots))], dim=1)
+        return run_encoder(self.encoder, self.encoder_norm, tokens, present)
 
     def slot_features(self, slots: torch.Tensor) -> torch.Tensor:
         """The slot features the encoder reads: without the FM-slack rank column when the model has one."""

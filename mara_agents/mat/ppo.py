@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from mara_agents.config_cli import check_integers
+from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
 
 
@@ -108,8 +109,9 @@ class PPOSettings:
 
 @dataclass(frozen=True)
 class Batch:
-    """A flattened rollout: tokens, stored joint actions and their old log-probs, advantages, returns, and the
-    actions' log-probs under the reference policy (zeros when there is none)."""
+    """A flattened rollout: tokens, stored joint actions and their old log-probs, advantages, returns, the
+    actions' log-probs under the reference policy (zeros when there is none), and the privileged critic's
+    extra inputs (None without one)."""
 
     slots: torch.Tensor
     glob: torch.Tensor
@@ -119,24 +121,30 @@ class Batch:
     advantages: torch.Tensor
     returns: torch.Tensor
     reference_log_probs: torch.Tensor
+    privileged: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.actions.shape[0]
 
     def select(self, rows: torch.Tensor) -> Batch:
         """The minibatch of ``rows``."""
-        return Batch(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
+        parts = (getattr(self, name) for name in self.__dataclass_fields__)
+        return Batch(*(None if part is None else part[rows] for part in parts))
 
 
 def ppo_loss(model: MATModel, batch: Batch, value_norm: ValueNorm, settings: PPOSettings,
-             critic_only: bool = False) -> tuple[torch.Tensor, dict[str, float]]:
-    """Eq. 12 on one minibatch; advantages are normalised within it.
+             critic_only: bool = False,
+             critic: PrivilegedCritic | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """Eq. 12 on one minibatch; advantages are normalised within it.  The values are the model's own, or
+    those of a separate ``critic`` that also reads ``batch.privileged``.
 
     With ``settings.reference_kl`` > 0 the loss also penalises KL(π ‖ π_ref), estimated on the batch's actions
     by E[r − 1 − log r] with r = π_ref(a)/π(a) (non-negative per sample).  ``critic_only`` leaves the policy
     terms out: the value loss alone, for fitting a critic before the policy may move.
     """
     log_probs, entropy, values = model.evaluate(batch.slots, batch.glob, batch.present, batch.actions)
+    if critic is not None:
+        values = critic(batch.slots, batch.glob, batch.present, batch.privileged)
     advantages = (batch.advantages - batch.advantages.mean()) / (batch.advantages.std() + 1e-8)
     ratio = torch.exp(log_probs - batch.log_probs)
     unclipped = ratio * advantages[:, None]
@@ -163,9 +171,11 @@ def ppo_loss(model: MATModel, batch: Batch, value_norm: ValueNorm, settings: PPO
 
 
 def ppo_update(model: MATModel, optimizer: torch.optim.Optimizer, batch: Batch, value_norm: ValueNorm,
-               settings: PPOSettings, generator: torch.Generator, critic_only: bool = False) -> dict[str, float]:
+               settings: PPOSettings, generator: torch.Generator, critic_only: bool = False,
+               critic: PrivilegedCritic | None = None) -> dict[str, float]:
     """Several epochs of shuffled minibatch steps with gradient-norm clipping; returns mean statistics.
-    ``critic_only``: the value loss alone (give it an optimiser over the value head's parameters).
+    ``critic_only``: the value loss alone (give it an optimiser over the value head's parameters, or over
+    ``critic``'s when the values come from a separate critic; its parameters then share the gradient clip).
 
     The value normaliser is updated with this batch's returns first, so the critic's targets and the
     advantages (computed before, in return units) stay consistent within the update.
@@ -174,14 +184,15 @@ def ppo_update(model: MATModel, optimizer: torch.optim.Optimizer, batch: Batch, 
     totals: dict[str, float] = {}
     steps = 0
     size = len(batch) // settings.minibatches
+    parameters = list(model.parameters()) + (list(critic.parameters()) if critic is not None else [])
     for _ in range(settings.epochs):
         order = torch.randperm(len(batch), generator=generator).to(batch.actions.device)
         for start in range(0, size * settings.minibatches, size):
             loss, stats = ppo_loss(model, batch.select(order[start:start + size]), value_norm, settings,
-                                   critic_only)
+                                   critic_only, critic)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            stats["grad_norm"] = float(nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm))
+            stats["grad_norm"] = float(nn.utils.clip_grad_norm_(parameters, settings.max_grad_norm))
             optimizer.step()
             for key, value in stats.items():
                 totals[key] = totals.get(key, 0.0) + value

@@ -25,6 +25,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import mara_env  # noqa: F401  (registers MARA-v0)
+from mara_agents.mat.critic import PrivilegedCritic, privileged_features
+from mara_agents.mat.experts import vector_true_remaining
 from mara_agents.mat.model import MATModel, token_tensors
 from mara_agents.mat.ppo import ValueNorm
 from mara_agents.mat.tokens import Tokens, build_tokens
@@ -37,7 +39,7 @@ VECTORIZATION_MODES = ("vector_entry_point", "sync")
 @dataclass(frozen=True)
 class Rollout:
     """(T, N, …) tensors of one rollout; ``values`` are team values in return units; ``last_value`` (N,)
-    bootstraps the tail."""
+    bootstraps the tail; ``privileged`` holds the privileged critic's extra inputs (None without one)."""
 
     slots: torch.Tensor
     glob: torch.Tensor
@@ -48,6 +50,7 @@ class Rollout:
     rewards: torch.Tensor
     dones: torch.Tensor
     last_value: torch.Tensor
+    privileged: torch.Tensor | None = None
 
 
 def team_value(value_norm: ValueNorm, node_values: torch.Tensor) -> torch.Tensor:
@@ -102,17 +105,28 @@ class VectorRollout:
         finished, self.finished = self.finished, []
         return finished
 
+    def privileged(self) -> torch.Tensor:
+        """The privileged critic's extra inputs for the current observations (training only)."""
+        features = privileged_features(self.observation, vector_true_remaining(self.envs))
+        return torch.as_tensor(features, device=self.device)
+
     @torch.no_grad()
-    def collect(self, model: MATModel, value_norm: ValueNorm, steps: int, generator: torch.Generator) -> Rollout:
-        """Play ``steps`` vector steps with the current policy, sampling with ``generator``."""
+    def collect(self, model: MATModel, value_norm: ValueNorm, steps: int, generator: torch.Generator,
+                critic: PrivilegedCritic | None = None) -> Rollout:
+        """Play ``steps`` vector steps with the current policy, sampling with ``generator``; the values are the
+        model's, or ``critic``'s over the privileged inputs, which the rollout then keeps."""
         n = self.num_envs
         buffers: dict[str, list[torch.Tensor]] = {k: [] for k in ("slots", "glob", "present", "actions",
                                                                    "log_probs", "values")}
+        privileged: list[torch.Tensor] = []
         rewards = np.zeros((steps, n), dtype=np.float32)
         dones = np.zeros((steps, n), dtype=np.float32)
         for t in range(steps):
             slots, glob, present = token_tensors(self.tokens(model.hparams.slack_prior), self.device)
             actions, log_probs, node_values = model.act(slots, glob, present, generator=generator)
+            if critic is not None:
+                privileged.append(self.privileged())
+                node_values = critic(slots, glob, present, privileged[-1])
             for key, value in zip(buffers, (slots, glob, present, actions, log_probs,
                                             team_value(value_norm, node_values))):
                 buffers[key].append(value)
@@ -127,7 +141,11 @@ class VectorRollout:
                 self.returns[rows] = 0.0
                 self.observation, _ = self.envs.reset(options={"reset_mask": terminated.copy()})
         slots, glob, present = token_tensors(self.tokens(model.hparams.slack_prior), self.device)
-        last = team_value(value_norm, model.values(model.encode(slots, glob, present)))
+        if critic is None:
+            last = team_value(value_norm, model.values(model.encode(slots, glob, present)))
+        else:
+            last = team_value(value_norm, critic(slots, glob, present, self.privileged()))
         stacked = {key: torch.stack(value) for key, value in buffers.items()}
         return Rollout(**stacked, rewards=torch.as_tensor(rewards, device=self.device),
-                       dones=torch.as_tensor(dones, device=self.device), last_value=last)
+                       dones=torch.as_tensor(dones, device=self.device), last_value=last,
+                       privileged=torch.stack(privileged) if critic is not None else None)

@@ -15,6 +15,10 @@ The paper fixes its checkpoint at env step 10,500.  We do not: with the default 
 7 PPO updates and no environment has finished its first episode, and the greedy policy's validation score
 moves by several points from one check to the next, so a fixed step would export noise.
 
+**Privileged critic.**  With ``--privileged-critic`` the values come from a separate network that also reads
+each task's true remaining demand (:mod:`mara_agents.mat.critic`); the optimiser trains it with the actor, the
+critic-only warm-up fits it alone, and it is saved in the run state but never exported.
+
 **Resume.**  ``<run_dir>/last.pt`` holds model, optimiser, value normaliser, generator states and counters,
 written atomically with a SHA-256 sidecar; the state before it is kept as ``last.prev.pt`` and used when the
 last one fails its check.  A killed run restarted with the same command (paths may be spelled differently)
@@ -44,6 +48,7 @@ from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, l
 from mara_agents.config_cli import changed_settings
 from mara_agents.mat.checkpoint import export_policy, load_policy_model
 from mara_agents.mat.config import MATTrainConfig
+from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import Batch, ValueNorm, gae, ppo_update
 from mara_agents.mat.rollout import Rollout, VectorRollout
@@ -70,6 +75,7 @@ class TrainResult:
 def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
             reference: MATModel | None = None) -> Batch:
     """(T, N, …) rollout → (T·N, …) PPO batch, with the actions' log-probs under ``reference`` if given."""
+    privileged = rollout.privileged.flatten(0, 1) if rollout.privileged is not None else None
     slots, glob, present = rollout.slots.flatten(0, 1), rollout.glob.flatten(0, 1), rollout.present.flatten(0, 1)
     actions, log_probs = rollout.actions.flatten(0, 1), rollout.log_probs.flatten(0, 1)
     if reference is None:
@@ -78,7 +84,8 @@ def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
         with torch.no_grad():
             reference_log_probs = reference.evaluate(slots, glob, present, actions)[0]
     return Batch(slots=slots, glob=glob, present=present, actions=actions, log_probs=log_probs,
-                 advantages=advantages.flatten(), returns=returns.flatten(), reference_log_probs=reference_log_probs)
+                 advantages=advantages.flatten(), returns=returns.flatten(), reference_log_probs=reference_log_probs,
+                 privileged=privileged)
 
 
 def initial_policy(config: MATTrainConfig, device: torch.device) -> MATModel | None:
@@ -196,8 +203,11 @@ def train(config: MATTrainConfig) -> TrainResult:
     if start is not None:
         model.load_state_dict(start.state_dict())
     reference = start if config.ppo.reference_kl > 0 else None  # the KL penalty's reference, only when it counts
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.ppo.lr, eps=1e-5)
-    critic = torch.optim.Adam(model.value_head.parameters(), lr=config.ppo.lr, eps=1e-5)
+    privileged = PrivilegedCritic(config.hparams()).to(device) if config.privileged_critic else None
+    trained = list(model.parameters()) + (list(privileged.parameters()) if privileged is not None else [])
+    optimizer = torch.optim.Adam(trained, lr=config.ppo.lr, eps=1e-5)
+    values = privileged if privileged is not None else model.value_head  # what the critic-only warm-up fits
+    critic = torch.optim.Adam(values.parameters(), lr=config.ppo.lr, eps=1e-5)
     value_norm = ValueNorm().to(device)
     sampler = torch.Generator(device=device).manual_seed(config.seed)
     shuffler = torch.Generator().manual_seed(config.seed + 1)
@@ -207,6 +217,8 @@ def train(config: MATTrainConfig) -> TrainResult:
     if config.resume and state_path.exists():
         state = checked_state(state_path, config)
         model.load_state_dict(state["model"])
+        if privileged is not None:
+            privileged.load_state_dict(state["privileged_critic"])
         optimizer.load_state_dict(state["optimizer"])
         critic.load_state_dict(state["critic"])
         value_norm.load_state_dict(state["value_norm"])
@@ -228,13 +240,13 @@ def train(config: MATTrainConfig) -> TrainResult:
         if settings.anneal_lr:
             for group in optimizer.param_groups:
                 group["lr"] = settings.lr * (1.0 - global_step / config.steps)
-        rollout = envs.collect(model, value_norm, config.rollout_steps, sampler)
+        rollout = envs.collect(model, value_norm, config.rollout_steps, sampler, privileged)
         collected = time.perf_counter()
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, rollout.last_value,
                                   settings.gamma, settings.gae_lambda)
         warming = update < config.critic_warmup
         stats = ppo_update(model, critic if warming else optimizer, flatten(rollout, advantages, returns, reference),
-                           value_norm, settings, shuffler, critic_only=warming)
+                           value_norm, settings, shuffler, critic_only=warming, critic=privileged)
         steps = config.rollout_steps * config.num_envs
         global_step += steps
         update += 1
@@ -275,7 +287,8 @@ def train(config: MATTrainConfig) -> TrainResult:
                 "value_norm": value_norm.state_dict(),
                 "generators": {"sampler": sampler.get_state(), "shuffler": shuffler.get_state()},
                 "global_step": global_step, "update": update, "seconds": trained_seconds,
-                "config": as_record(config), "validation": validation})
+                "config": as_record(config), "validation": validation,
+                **({"privileged_critic": privileged.state_dict()} if privileged is not None else {})})
             last_saved = global_step
     if not workloads:
         export_policy(config.out_path, model, config.predictor,

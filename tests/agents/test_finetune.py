@@ -78,10 +78,12 @@ def test_a_starting_policy_of_another_shape_or_a_kl_without_one_is_refused(bank_
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_fine_tuning_from_an_exported_policy_runs_on_cuda(bank_dir, tmp_path):
+@pytest.mark.parametrize("privileged_critic", [False, True])
+def test_fine_tuning_from_an_exported_policy_runs_on_cuda(bank_dir, tmp_path, privileged_critic):
     first = train(tiny_config(bank_dir, tmp_path / "first", steps=20, validate_every=0, device="cuda"))
     tuned = train(tiny_config(bank_dir, tmp_path / "tuned", steps=40, validate_every=20, device="cuda",
-                              init_from=str(first.checkpoint), critic_warmup=1, reference_kl=1.0))
+                              init_from=str(first.checkpoint), critic_warmup=1, reference_kl=1.0,
+                              privileged_critic=privileged_critic))
     manifest = json.loads(tuned.checkpoint.with_suffix(".json").read_text())
     assert manifest["config"]["device"] == "cuda" and manifest["method"] == "mat-il-ppo"
     assert tuned.global_step == 40

@@ -11,6 +11,7 @@ import torch
 
 import mara_agents.mat.train as mat_train
 from mara_agents.mat import bench
+from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.ppo import ValueNorm
 from mara_agents.mat.rollout import VectorRollout, make_training_envs
@@ -24,7 +25,8 @@ from conftest import tiny_config
 SHORT = {"arrival_window": 20, "arrival_prob": 0.3}
 
 
-def test_rollouts_are_identical_through_both_vectorisations(bank_dir):
+@pytest.mark.parametrize("privileged", [False, True], ids=["own-values", "privileged-critic"])
+def test_rollouts_are_identical_through_both_vectorisations(bank_dir, privileged):
     config = MARAConfig(bank=str(bank_dir), **SHORT)
     collected = {}
     for mode in ("vector_entry_point", "sync"):
@@ -33,13 +35,17 @@ def test_rollouts_are_identical_through_both_vectorisations(bank_dir):
         rollout = VectorRollout(config, 2, make_demand("wls"), seed=(5, 0),
                                 device=torch.device("cpu"), vectorization_mode=mode)
         generator = torch.Generator().manual_seed(1)
-        batches = [rollout.collect(model, ValueNorm(), 60, generator) for _ in range(6)]
+        critic = PrivilegedCritic(model.hparams) if privileged else None
+        batches = [rollout.collect(model, ValueNorm(), 60, generator, critic) for _ in range(6)]
         collected[mode] = batches, rollout.drain_finished()
     (native, native_done), (sync, sync_done) = collected["vector_entry_point"], collected["sync"]
     assert len(native_done) >= 2 and native_done == sync_done  # returns and episode metrics, in order
     for left, right in zip(native, sync):
         for field in left.__dataclass_fields__:
-            assert torch.equal(getattr(left, field), getattr(right, field)), field
+            if field == "privileged" and not privileged:
+                assert left.privileged is None and right.privileged is None
+            else:
+                assert torch.equal(getattr(left, field), getattr(right, field)), field
     assert sum(float(batch.dones.sum()) for batch in native) == len(native_done)
 
 

@@ -23,6 +23,8 @@ The paper-literal per-family rule stays available as the task sets ``id_paper``,
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,12 +60,12 @@ class CrossingRule:
 
     def crossing_batch(self, u: float, budget: int, length: int) -> int:
         """s* = round(u · B), kept inside the recorded curve."""
-        return int(min(max(np.floor(u * budget + 0.5), 1), length))
+        return min(max(math.floor(u * budget + 0.5), 1), length)
 
     def target(self, cumavg: np.ndarray, budget: int, u: float) -> float:
         """The ε of a task with curve ``cumavg``, available time ``budget`` and crossing fraction ``u``."""
         curve = np.asarray(cumavg, dtype=np.float64)
-        cap = (1.0 - self.early_margin) * float(curve[: self.early_batches].min())
+        cap = (1.0 - self.early_margin) * min(curve[: self.early_batches].tolist())  # curves are finite
         return min(float(curve[self.crossing_batch(u, budget, curve.size) - 1]), cap)
 
     def sample(self, cumavg: np.ndarray, budget: int, rng: np.random.Generator) -> float:

@@ -55,15 +55,19 @@ def potential_batch(progress: np.ndarray, active: np.ndarray) -> np.ndarray:
 def _packed_pairwise_sum(masked: np.ndarray, active: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """NumPy's sum of each row's active entries (at least 8 of them), see :func:`potential_batch`."""
     rows, width = active.shape
-    where = np.flatnonzero(active)
-    column = (np.cumsum(active, axis=1) - 1).reshape(-1)[where]  # position among the row's active entries
-    packed = np.zeros((rows, width), dtype=np.float64)
-    packed.reshape(-1)[where // width * width + column] = masked.reshape(-1)[where]
+    # The row's active entries first, in slot order, then its inactive ones, which ``masked`` holds as 0.
+    packed = np.take_along_axis(masked, np.argsort(~active, axis=1, kind="stable"), axis=1)
     if width > _PAIRWISE_BLOCK:
         total = np.zeros(rows, dtype=np.float64)
         for count in np.unique(counts).tolist():
             same = counts == count
             total[same] = packed[same, :count].sum(axis=1)
+        return total
+    if width < 16:  # one block of 8, then the rest left to right; the packed tail's zeros add exactly nothing
+        p = packed[:, :8].T
+        total = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))
+        for column in range(8, width):
+            total = total + packed[:, column]
         return total
     blocks = counts // 8
     partial = packed[:, :8].copy()

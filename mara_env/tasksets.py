@@ -52,11 +52,6 @@ def sample_budget(spec: FamilySpec, rng: np.random.Generator) -> int:
     raise WorkloadError(f"family {spec.name!r}: unknown budget rule kind {rule['kind']!r}")
 
 
-def sample_crossing_target(spec: FamilySpec, cumavg: np.ndarray, budget: int, rng: np.random.Generator) -> float:
-    """ε from the family's crossing rule: the task's own loss at a random share of its window (one draw)."""
-    return CrossingRule(**_rule(spec, "crossing")).sample(cumavg, budget, rng)
-
-
 def _rule(spec: FamilySpec, name: str) -> dict[str, Any]:
     rule = getattr(spec, name)
     if rule is None:
@@ -107,22 +102,40 @@ class MixtureTaskSet:
         arrivals = np.flatnonzero(rng.random(window) < arrival_prob)
         families = id_families(bank)
         ood = ood_family(bank, self.ood_modality) if self.ood_modality else None
+        drawn: dict[str, _FamilyDraws] = {}  # each family's pool and rules, looked up once per episode
         curves, eps, budgets = [], [], []
         for _ in arrivals:
             family = families[int(rng.integers(len(families)))]
             if ood is not None and rng.random() < self.ood_prob:
                 family = ood
-            spec = bank.family(family)
-            pool = _pool(bank, family, splits)
-            curve = pool[int(rng.integers(len(pool)))]
+            if family not in drawn:
+                drawn[family] = _FamilyDraws.of(bank, family, splits, self.targets)
+            draws = drawn[family]
+            curve = draws.pool[int(rng.integers(len(draws.pool)))]
             curves.append(curve)
-            if self.targets == "paper":
-                eps.append(sample_target_loss(spec, rng))
-                budgets.append(sample_budget(spec, rng))
+            if draws.crossing is None:
+                eps.append(sample_target_loss(draws.spec, rng))
+                budgets.append(sample_budget(draws.spec, rng))
             else:
-                budgets.append(sample_budget(spec, rng))
-                eps.append(sample_crossing_target(spec, bank.cumavg(curve), budgets[-1], rng))
+                budgets.append(sample_budget(draws.spec, rng))
+                eps.append(draws.crossing.sample(bank.cumavg(curve), budgets[-1], rng))
         return Episode.from_lists(arrivals, curves, eps, budgets, root, index)
+
+
+@dataclass(frozen=True)
+class _FamilyDraws:
+    """What drawing a task of one family needs: its spec, its curve pool and, for per-task targets, its
+    crossing rule."""
+
+    spec: FamilySpec
+    pool: list[str]
+    crossing: CrossingRule | None
+
+    @classmethod
+    def of(cls, bank: CurveBank, family: str, splits: Sequence[str], targets: str) -> _FamilyDraws:
+        spec = bank.family(family)
+        crossing = CrossingRule(**_rule(spec, "crossing")) if targets == "crossing" else None
+        return cls(spec, _pool(bank, family, splits), crossing)
 
 
 @dataclass(frozen=True)

@@ -64,11 +64,15 @@ class NodeActor:
 
 
 class BatchRunner:
-    """Runs live tasks' batches on M node actors; a cluster that cannot hold them raises ``RuntimeError``."""
+    """Runs live tasks' batches on M node actors.
+
+    Nodes that have not started within ``startup_timeout_s`` (each imports torch and loads its families' data
+    first) raise ``RuntimeError``, saying whether the cluster is too small for them or only busy.
+    """
 
     def __init__(self, num_nodes: int, families: Sequence[str], device: str = "cpu", preset: str = "cpu",
                  data_root: str | None = None, attempts: int = 3, batch_function: Callable[..., Any] | None = None,
-                 node_cpus: float = 1.0):
+                 node_cpus: float = 1.0, startup_timeout_s: float = STARTUP_TIMEOUT_S):
         import ray
 
         if attempts < 1:
@@ -79,11 +83,17 @@ class BatchRunner:
         actor = ray.remote(num_cpus=node_cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0)(NodeActor)
         self.nodes = [actor.remote(batch_function) for _ in range(num_nodes)]
         warming = [node.warm_up.remote(list(families), preset, data_root) for node in self.nodes]
-        ready, _ = ray.wait(warming, num_returns=num_nodes, timeout=STARTUP_TIMEOUT_S)
+        ready, _ = ray.wait(warming, num_returns=num_nodes, timeout=startup_timeout_s)
         if len(ready) < num_nodes:
+            total, available = ray.cluster_resources(), ray.available_resources()
             self.close()
-            raise RuntimeError(f"the Ray cluster cannot hold {num_nodes} node(s) of {node_cpus:g} CPU"
-                               f"{' and 1 GPU' if gpus else ''} (available: {ray.available_resources()})")
+            node = f"{num_nodes} node(s) of {node_cpus:g} CPU{' and 1 GPU' if gpus else ''}"
+            if total.get("CPU", 0.0) < num_nodes * node_cpus or total.get("GPU", 0.0) < num_nodes * gpus:
+                raise RuntimeError(f"the Ray cluster cannot hold {node}: it has {total.get('CPU', 0.0):g} CPU and "
+                                   f"{total.get('GPU', 0.0):g} GPU in all")
+            raise RuntimeError(f"{num_nodes - len(ready)} of {node} did not start within {startup_timeout_s:g} s "
+                               f"(each imports torch and loads its data first); other work may hold the "
+                               f"cluster's resources (available: {available})")
         try:
             self.facts: dict[str, dict[str, Any]] = ray.get(warming[0])
         except ray.exceptions.RayTaskError as exc:

@@ -7,6 +7,7 @@ Episodes are tiny: 2 nodes, 3 small-CNN tasks, budgets of about 20 batches.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -224,3 +225,22 @@ def test_a_failing_curve_is_retried_then_reported_never_dropped(local_ray, tmp_p
     assert list(report.failed) == ["cnn_fmnist/test/001"] and "always fails" in report.failed["cnn_fmnist/test/001"]
     assert "cnn_fmnist/test/001" not in load_bank(tmp_path / "bank").records
     assert len(load_bank(tmp_path / "bank").records) == 5
+
+
+def test_nodes_the_cluster_cannot_hold_are_refused_with_its_size(local_ray):
+    from mara_env.live.runner import BatchRunner
+
+    with pytest.raises(RuntimeError, match=r"cannot hold 3 node\(s\) of 1 CPU: it has 2 CPU"):
+        BatchRunner(3, ("cnn_fmnist",), node_cpus=1.0, startup_timeout_s=1.0)
+
+
+def test_nodes_that_cannot_start_on_a_busy_cluster_say_so(live_env):
+    """The module's live env holds one of the two CPUs, so a second node of 1 CPU waits for it."""
+    from mara_env.live.runner import BatchRunner
+
+    with pytest.raises(RuntimeError, match=r"of 2 node\(s\) of 1 CPU did not start within 1 s.*available"):
+        BatchRunner(2, ("cnn_fmnist",), node_cpus=1.0, startup_timeout_s=1.0)
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU", 0.0) < 1.0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("CPU") == pytest.approx(1.0)  # the node that did start was released

@@ -24,7 +24,6 @@ The paper-literal per-family rule stays available as the task sets ``id_paper``,
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 import numpy as np

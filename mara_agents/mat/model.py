@@ -25,6 +25,7 @@ Row i sees the same inputs either way, so their log-probabilities agree to float
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -259,32 +260,14 @@ class MATModel(nn.Module):
         are computed once and reused (a key/value cache), so node i costs one decoder row, not i + 1; the
         result is row i of :meth:`logits` to float round-off (``tests/agents/test_mat_model.py``).
         """
-        memory = self.encode(slots, glob, present)
-        prior = self.slack_prior(slots)
-        batch, m = slots.shape[0], self.hparams.num_nodes
-        visible = self.visible(present)
-        memory_kv = [block.cross_attn.keys_values(memory) for block in self.decoder]
-        past: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in self.decoder]
-        slot_keys = self.pointer_key(memory[:, 1:])
-        actions = torch.zeros(batch, m, dtype=torch.long, device=slots.device)
-        log_probs = torch.zeros(batch, m, device=slots.device)
-        taken = torch.zeros_like(present)
-        previous = self.start.expand(batch, 1, -1)
-        for node in range(m):
-            x = previous + self.node_embedding[node]
-            for block, block_past, kv in zip(self.decoder, past, memory_kv):
-                x = block.step(x, block_past, kv, visible)
-            legal = node_mask(present, taken)
-            logits = masked(self.pointer_logits(self.decoder_norm(x), slot_keys, prior)[:, 0], legal)
-            if generator is None:
-                choice = torch.where(legal[:, 1:].any(-1), logits[:, 1:].argmax(-1) + 1, 0)
-            else:
-                choice = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)[:, 0]
-            actions[:, node] = choice
-            log_probs[:, node] = torch.log_softmax(logits, -1).gather(1, choice[:, None])[:, 0]
-            taken = taken | nn.functional.one_hot(choice, present.shape[1] + 1)[:, 1:].bool()
-            previous = self.choice_embedding(memory, choice[:, None])
-        return actions, log_probs, self.values(memory)
+        decoder = NodeDecoder(self, slots, glob, present)
+
+        def sampled(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+            return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)[:, 0]
+
+        actions, log_probs = decode_nodes(decoder.logits, decoder.advance, present, self.hparams.num_nodes,
+                                          greedy_choice if generator is None else sampled)
+        return actions, log_probs, self.values(decoder.memory)
 
     def evaluate(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,
                  actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -297,6 +280,61 @@ class MATModel(nn.Module):
         # Illegal entries have p = 0 and log p = −inf; zeroing log p there keeps 0·log 0 = 0 in value and gradient.
         entropy = -(log_p.exp() * log_p.masked_fill(log_p.isinf(), 0.0)).sum(-1)
         return log_p.gather(-1, actions[..., None])[..., 0], entropy, self.values(memory)
+
+
+class NodeDecoder:
+    """One sequential decode of ``model`` over a batch, node by node: the encoder's output, its keys and values
+    for cross-attention, the pointer keys and the earlier nodes' self-attention keys/values are computed once
+    and reused (a key/value cache), so node i costs one decoder row."""
+
+    def __init__(self, model: MATModel, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor):
+        self.model = model
+        self.memory = model.encode(slots, glob, present)
+        self.prior = model.slack_prior(slots)
+        self.visible = model.visible(present)
+        self.memory_kv = [block.cross_attn.keys_values(self.memory) for block in model.decoder]
+        self.past: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in model.decoder]
+        self.slot_keys = model.pointer_key(self.memory[:, 1:])
+        self.previous = model.start.expand(slots.shape[0], 1, -1)
+
+    def logits(self, node: int, legal: torch.Tensor) -> torch.Tensor:
+        """(B, K + 1) logits of ``node`` under the ``legal`` mask, given the choices advanced so far."""
+        model = self.model
+        x = self.previous + model.node_embedding[node]
+        for block, block_past, kv in zip(model.decoder, self.past, self.memory_kv):
+            x = block.step(x, block_past, kv, self.visible)
+        return masked(model.pointer_logits(model.decoder_norm(x), self.slot_keys, self.prior)[:, 0], legal)
+
+    def advance(self, choice: torch.Tensor) -> None:
+        """Feed this node's ``choice`` (B,) to the next node."""
+        self.previous = self.model.choice_embedding(self.memory, choice[:, None])
+
+
+def decode_nodes(score: Callable[[int, torch.Tensor], torch.Tensor], advance: Callable[[torch.Tensor], None],
+                 present: torch.Tensor, num_nodes: int,
+                 choose: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Nodes in index order: ``score(node, legal)`` gives (B, K + 1) logits under the mask of empty slots and
+    slots taken by earlier nodes, ``choose(logits, legal)`` picks, ``advance(choice)`` feeds the pick to the
+    next node.  Returns the actions (B, M) and their log-probabilities under the logits."""
+    batch = present.shape[0]
+    actions = torch.zeros(batch, num_nodes, dtype=torch.long, device=present.device)
+    log_probs = torch.zeros(batch, num_nodes, device=present.device)
+    taken = torch.zeros_like(present)
+    for node in range(num_nodes):
+        legal = node_mask(present, taken)
+        logits = score(node, legal)
+        choice = choose(logits, legal)
+        actions[:, node] = choice
+        log_probs[:, node] = torch.log_softmax(logits, -1).gather(1, choice[:, None])[:, 0]
+        taken = taken | nn.functional.one_hot(choice, present.shape[1] + 1)[:, 1:].bool()
+        advance(choice)
+    return actions, log_probs
+
+
+def greedy_choice(scores: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    """(B,) work-conserving greedy choice from (B, K + 1) scores: the best legal slot while one is left, else
+    idle (:meth:`MATModel.act` says why idle never wins over a free slot)."""
+    return torch.where(legal[:, 1:].any(-1), scores[:, 1:].argmax(-1) + 1, 0)
 
 
 def masked(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:

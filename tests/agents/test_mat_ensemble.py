@@ -1,0 +1,79 @@
+"""Exported MAT policies decoded as one ensemble (``mara_agents.mat.ensemble``): each node takes the legal slot
+with the highest summed log-probability, checked here against the members' teacher-forced logits."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import mara_env  # noqa: F401  (registers MARA-v0)
+from mara_agents.mat.checkpoint import export_policy
+from mara_agents.mat.ensemble import MATEnsemble, load_mat_ensemble
+from mara_agents.mat.masks import teacher_forced_masks
+from mara_agents.mat.model import MATHyperParameters, MATModel, masked
+
+from test_mat_model import is_matching, random_inputs
+
+
+def members(count: int, **hparams: object) -> list[MATModel]:
+    models = []
+    for seed in range(count):
+        torch.manual_seed(seed)
+        models.append(MATModel(MATHyperParameters(**hparams)).eval())
+    return models
+
+
+def test_a_one_member_ensemble_decodes_exactly_as_its_member():
+    model = members(1)[0]
+    slots, glob, present = random_inputs(64, seed=1)
+    alone = model.act(slots, glob, present)
+    together = MATEnsemble([model]).act(slots, glob, present)
+    assert torch.equal(together[0], alone[0])
+    assert torch.allclose(together[1], alone[1], atol=1e-6) and torch.equal(together[2], alone[2])
+
+
+def test_each_node_takes_the_best_legal_slot_of_the_summed_log_probabilities():
+    models = members(3)
+    slots, glob, present = random_inputs(128, seed=2)
+    actions, _, _ = MATEnsemble(models).act(slots, glob, present)
+    assert all(is_matching(a, p) for a, p in zip(actions.numpy(), present.numpy()))
+    legal = teacher_forced_masks(present, actions)
+    with torch.no_grad():
+        total = sum(torch.log_softmax(masked(model.logits(model.encode(slots, glob, present), present, actions), legal),
+                                      -1) for model in models)
+    slot_left = legal[..., 1:].any(-1)
+    expected = torch.where(slot_left, total[..., 1:].argmax(-1) + 1, 0)
+    assert torch.equal(actions, expected)
+    singles = [model.act(slots, glob, present)[0] for model in models]
+    assert any(not torch.equal(actions, single) for single in singles)  # the members disagree somewhere
+
+
+def test_members_of_different_shapes_and_sampling_are_refused():
+    with pytest.raises(ValueError, match="share the architecture"):
+        MATEnsemble([MATModel(MATHyperParameters()), MATModel(MATHyperParameters(dim=32))])
+    with pytest.raises(ValueError, match="at least one member"):
+        MATEnsemble([])
+    slots, glob, present = random_inputs(4, seed=3)
+    with pytest.raises(ValueError, match="greedily only"):
+        MATEnsemble(members(2)).act(slots, glob, present, generator=torch.Generator())
+
+
+def test_exported_members_load_as_one_policy_that_plays_an_episode(bank_dir, tmp_path):
+    env = gym.make("MARA-v0", bank=str(bank_dir))
+    paths = []
+    for index, model in enumerate(members(2, num_nodes=env.unwrapped.config.num_nodes,
+                                          num_slots=env.unwrapped.config.max_active)):
+        paths.append(tmp_path / f"member{index}.pt")
+        export_policy(paths[-1], model, "wls", {"method": "test"})
+    policy = load_mat_ensemble("+".join(str(path) for path in paths))
+    observation, _ = env.reset(seed=0)
+    for _ in range(50):
+        action = policy.act(observation)
+        assert action.shape == (env.unwrapped.config.num_nodes,)
+        assert np.all(observation["action_mask"][np.arange(action.size), action] == 1)
+        observation, *_ = env.step(action)
+    export_policy(tmp_path / "fm.pt", members(1)[0], "fm", {"method": "test"})
+    with pytest.raises(ValueError, match="different predictors"):
+        load_mat_ensemble([paths[0], tmp_path / "fm.pt"])

@@ -110,9 +110,10 @@ class MATTrainConfig:
 
     @property
     def method(self) -> str:
-        """The registered method this run trains (``mara``, ``mara-wls``, ``mara-sparse``, …)."""
+        """The registered method this run trains (``mara``, ``mara-wls``, ``mara-sparse``, …); a fine-tuning run
+        from a ``--slack-prior`` student trains one member of the ``mat-il-ens`` ensemble."""
         if self.init_from:
-            return "mat-il-ppo"
+            return "mat-il-ens" if self.model.slack_prior else "mat-il-ppo"
         return {"fm": "mara", "wls": "mara-wls"}[self.predictor] + ("" if self.env.reward == "shaped" else "-sparse")
 
     def hparams(self) -> MATHyperParameters:

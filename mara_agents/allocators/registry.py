@@ -16,11 +16,13 @@ evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POL
 | ``lara-fm``     | LARA      | FM        | FM checkpoint                                             |
 | ``slack-fm``    | slack ranking (not in the paper) | FM | FM checkpoint                          |
 | ``mat-il-ppo``  | MAT, our recipe (not the paper's) | FM | ``mara_agents/checkpoints/mat_il_ppo_seed{seed}.pt`` + FM checkpoint |
+| ``mat-il-ens``  | three MATs decoded as one (ours) | FM | ``mat_il_ens_member{K}.pt``, K = 3·seed … 3·seed + 2 |
 | ``fifo``, ``edf`` | naive   | —         | —                                                         |
 | ``random``      | uniform matching | —  | —                                                         |
 | ``maskable-ppo`` | sb3-contrib MaskablePPO (third-party) | — | sb3-contrib + ``mara_agents/checkpoints/third_party/maskable_ppo_seed{seed}.zip`` |
 
-MAT policies decode greedily unless ``sample=True``.  Building a policy never imports training code.
+MAT policies decode greedily unless ``sample=True`` (``mat-il-ens`` decodes greedily only).  Building a policy never
+imports training code.
 """
 
 from __future__ import annotations
@@ -65,6 +67,31 @@ def _mat(name: str) -> Callable[..., Policy]:
     return build
 
 
+ENSEMBLE_SIZE = 3
+
+
+def ensemble_members(name: str, seed: int = 0) -> list[Path]:
+    """The shipped member checkpoints of an ensemble method's training seed: members 3·seed … 3·seed + 2, each
+    trained independently with its own seed, so the three ensembles share no member."""
+    return [CHECKPOINT_DIR / f"{name.replace('-', '_')}_member{member}.pt"
+            for member in range(ENSEMBLE_SIZE * seed, ENSEMBLE_SIZE * (seed + 1))]
+
+
+def _mat_ensemble(name: str) -> Callable[..., Policy]:
+    def build(seed: int = 0, checkpoints: list[str | Path] | None = None, device: str = "cpu", sample: bool = False,
+              fm_checkpoint: str = "") -> Policy:
+        """MAT members decoded as one greedy policy (``mara_agents.mat.ensemble``), from ``checkpoints``
+        (default: the shipped members of ``seed``), with the predictor they were trained on."""
+        if sample:
+            raise ValueError(f"{name} decodes greedily only; sample from one of its members "
+                             "(make_policy('mat-il-ppo', checkpoint=..., sample=True)) instead")
+        from mara_agents.mat.ensemble import load_mat_ensemble
+        return load_mat_ensemble(checkpoints or ensemble_members(name, seed), device=device,
+                                 fm_checkpoint=fm_checkpoint)
+    build.__name__ = f"make_{name.replace('-', '_')}"
+    return build
+
+
 def _predictive(allocator: str, predictor: str) -> Callable[..., Policy]:
     def build(fm_checkpoint: str = "", device: str = "cpu") -> Policy:
         """A predictor-driven allocator (LARA's feasible subset, or the slack ranking) over the named predictor."""
@@ -85,6 +112,8 @@ POLICIES: dict[str, Method] = {method.name: method for method in (
     Method("slack-fm", "FM-slack", _predictive("slack", "fm")),  # not in the paper (allocators/slack.py)
     # not the paper's recipe: DAgger from a privileged expert, then PPO (docs/learned_allocator.md)
     Method("mat-il-ppo", "MAT-IL+PPO (ours)", _mat("mat-il-ppo"), TRAINING_SEEDS),
+    # the same recipe from students that start as FM-slack, three seeds decoded as one (docs/learned_allocator.md)
+    Method("mat-il-ens", "MAT-IL ensemble (ours)", _mat_ensemble("mat-il-ens"), TRAINING_SEEDS),
     Method("fifo", "FIFO", FIFOPolicy),
     Method("edf", "EDF", EDFPolicy),
     Method("mara-sparse", "MARA w/ sparse reward", _mat("mara-sparse"), TRAINING_SEEDS),

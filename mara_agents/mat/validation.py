@@ -35,6 +35,7 @@ from curves.bank import DEFAULT_BANK, load_bank
 from mara_agents.allocators.mat import MATPolicy, load_mat_policy
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_agents.checkpoint_io import CheckpointError, bank_checksum
+from mara_agents.mat.ensemble import load_mat_ensemble
 from mara_agents.mat.model import MATModel
 from mara_agents.policy import Policy
 from mara_agents.predictors.base import Predictor
@@ -95,13 +96,15 @@ def check_scores(policy: Policy, mixture: Path | None, stress: Path, bank: str) 
 
 
 def _target_policy(target: str) -> Policy:
-    """A registered method name, or the path of an exported MAT checkpoint."""
+    """A registered method name, the path of an exported MAT checkpoint, or paths joined by ``+`` (an ensemble)."""
     if target in POLICIES:
         return make_policy(target)
-    if not Path(target).is_file():
-        raise ValueError(f"{target!r} is neither a registered method ({', '.join(sorted(POLICIES))}) "
+    paths = target.split("+")
+    missing = [path for path in paths if not Path(path).is_file()]
+    if missing:
+        raise ValueError(f"{missing[0]!r} is neither a registered method ({', '.join(sorted(POLICIES))}) "
                          "nor an existing MAT checkpoint file")
-    return load_mat_policy(target)
+    return load_mat_policy(target) if len(paths) == 1 else load_mat_ensemble(paths)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -109,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.validation",
                                      description="Score MAT checkpoints (or registered methods) on check workloads "
                                                  "drawn from val curves; no test curve is touched.")
-    parser.add_argument("targets", nargs="+", help="checkpoint .pt files or method names (fifo, lara, mara, ...)")
+    parser.add_argument("targets", nargs="+", help="checkpoint .pt files, method names (fifo, lara, mara, ...) or "
+                                                   "checkpoints joined by '+' (decoded as one ensemble)")
     parser.add_argument("--bank", default=str(DEFAULT_BANK), help="curve bank directory")
     parser.add_argument("--dir", default="runs/check", help="where the check workload files are drawn once and kept")
     parser.add_argument("--task-set", default="id", help="task set of the mixture workload (default: id)")

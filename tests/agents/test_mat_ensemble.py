@@ -3,13 +3,18 @@ with the highest summed log-probability, checked here against the members' teach
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 import mara_env  # noqa: F401  (registers MARA-v0)
-from mara_agents.mat.checkpoint import export_policy
+from mara_agents import make_policy
+from mara_agents.allocators.registry import CHECKPOINT_DIR, TRAINING_SEEDS, ensemble_members
+from mara_agents.checkpoint_io import file_sha256
+from mara_agents.mat.checkpoint import export_policy, load_policy_model
 from mara_agents.mat.ensemble import MATEnsemble, load_mat_ensemble
 from mara_agents.mat.masks import teacher_forced_masks
 from mara_agents.mat.model import MATHyperParameters, MATModel, masked
@@ -77,3 +82,30 @@ def test_exported_members_load_as_one_policy_that_plays_an_episode(bank_dir, tmp
     export_policy(tmp_path / "fm.pt", members(1)[0], "fm", {"method": "test"})
     with pytest.raises(ValueError, match="different predictors"):
         load_mat_ensemble([paths[0], tmp_path / "fm.pt"])
+
+
+@pytest.mark.parametrize("seed", TRAINING_SEEDS)
+def test_each_shipped_mat_il_ens_seed_decodes_its_own_three_members(seed):
+    """The datasheet's promise: seed S is members 3S…3S+2, each trained with its own seed from its own
+    ``--slack-prior`` student, and the registered policy decodes exactly those weights."""
+    paths = ensemble_members("mat-il-ens", seed)
+    assert [int(path.stem.rsplit("member", 1)[1]) for path in paths] == [3 * seed, 3 * seed + 1, 3 * seed + 2]
+    policy = make_policy("mat-il-ens", seed=seed)
+    assert isinstance(policy.model, MATEnsemble) and len(policy.model.members) == len(paths)
+    for path, member in zip(paths, policy.model.members):
+        manifest = json.loads(path.with_suffix(".json").read_text())
+        assert manifest["method"] == "mat-il-ens" and manifest["config"]["model"]["slack_prior"]
+        member_seed = int(path.stem.rsplit("member", 1)[1])
+        assert manifest["config"]["seed"] == member_seed
+        student = CHECKPOINT_DIR / "imitation" / f"mat_il_slack_seed{member_seed}.pt"
+        assert manifest["initial_policy"]["checkpoint_sha256"] == file_sha256(student)
+        shipped, _ = load_policy_model(path)
+        for name, tensor in shipped.state_dict().items():
+            assert torch.equal(member.state_dict()[name], tensor), (path, name)
+
+
+def test_mat_il_ens_refuses_sampling_and_names_a_missing_member(tmp_path):
+    with pytest.raises(ValueError, match="greedily only"):
+        make_policy("mat-il-ens", sample=True)
+    with pytest.raises(RuntimeError, match="not found"):
+        make_policy("mat-il-ens", checkpoints=[tmp_path / "missing.pt"])

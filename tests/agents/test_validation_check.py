@@ -53,3 +53,15 @@ def test_a_stress_only_check_lists_the_episodes_that_left_a_feasible_task_unfini
     # FIFO finishes none of the 13 feasible short tasks in either episode, and the listing names both.
     assert output.rstrip().endswith("fifo: 0/0 (0 of 13), 1/0 (0 of 13)")
     assert [load_workload(path).task_set for path in tmp_path.glob("*.json")] == ["stress"]
+
+
+def test_checkpoints_joined_by_plus_are_scored_as_one_ensemble(trained, bank_dir, tmp_path, capsys):
+    """Two copies of one policy decode exactly as the policy (the summed log-probabilities have the same
+    argmax), so the ensemble's row equals the checkpoint's; a missing member is named."""
+    args = ["--bank", str(bank_dir), "--dir", str(tmp_path), "--roots", "1", "--episodes", "2"]
+    single = str(trained.checkpoint)
+    assert main([single, f"{single}+{single}", *args]) == 0
+    rows = check_rows(capsys.readouterr().out)
+    assert rows[f"{single}+{single}"] == rows[single]
+    assert main([f"{single}+missing.pt", *args]) == 2
+    assert "'missing.pt' is neither a registered method" in capsys.readouterr().err

@@ -43,17 +43,17 @@ def test_the_comparison_puts_ours_beside_the_paper_and_their_difference():
 def test_the_reference_allocator_follows_the_papers_methods_and_its_tables_say_it_is_not_the_papers():
     grids = build_grids(ALLOCATION_EXPERIMENTS, FULL, rows=[], skipped=set())
     assert grids["table2"].cols == ["MARA", "MARA-WLS", "LARA", "LARA-FM", "FIFO", "EDF", "FM-slack",
-                                    "MAT-IL+PPO (ours)", "MaskablePPO (SB3, third-party)", "Oracle", "Clairvoyant"]
+                                    "MAT-IL ensemble (ours)", "MaskablePPO (SB3, third-party)", "Oracle", "Clairvoyant"]
     assert "MaskablePPO is a third-party trainer, not in the paper" in grids["table2"].note
     assert "MaskablePPO" not in grids["table3"].note + " ".join(grids["table3"].rows)
     assert grids["table3"].rows[6] == "FM-slack" and "MARA − FM-slack" in grids["paired"].cols
     for name in ("table2", "table3", "fig4", "paired"):
         assert "FM-slack is not in the paper" in grids[name].note, name
     for name in ("table2", "table3", "fig4", "table4", "families", "paired", "paired_ours"):
-        assert "MAT-IL+PPO is ours, not the paper's" in grids[name].note, name
-    assert grids["paired_ours"].cols[:2] == ["MAT-IL+PPO (ours) − MARA", "MAT-IL+PPO (ours) − MARA-WLS"]
-    assert "MAT-IL+PPO (ours) − FM-slack" in grids["paired_ours"].cols
-    assert "MAT-IL+PPO" not in grids["table5"].note + " ".join(grids["table5"].cols)
+        assert "MAT-IL ensemble is ours, not the paper's" in grids[name].note, name
+    assert grids["paired_ours"].cols[:2] == ["MAT-IL ensemble (ours) − MARA", "MAT-IL ensemble (ours) − MARA-WLS"]
+    assert "MAT-IL ensemble (ours) − FM-slack" in grids["paired_ours"].cols
+    assert "MAT-IL" not in grids["table5"].note + " ".join(grids["table5"].cols)
     for name in ("table4", "table5"):  # the paper's method sets only
         assert "FM-slack" not in grids[name].note and "FM-slack" not in grids[name].rows + grids[name].cols
     chosen = Selection(("fifo",), (), FULL.task_sets, FULL.loads)

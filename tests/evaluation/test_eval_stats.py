@@ -71,11 +71,12 @@ def test_table2_with_mara_comes_with_the_paired_lead_table():
 
 
 def test_table2_with_our_learned_allocator_pairs_it_against_every_other_method():
-    selection = Selection(methods=("mara", "mat-il-ppo", "slack-fm"), policies=(), task_sets=("id",), loads=(0.04,))
-    rows = [row(method, seed, "id", root, 0, 0.4 + 0.1 * root + (0.05 if method == "mat-il-ppo" else 0.0))
-            for method in ("mara", "mat-il-ppo") for seed in range(3) for root in range(2)]
+    selection = Selection(methods=("mara", "mat-il-ens", "slack-fm"), policies=(), task_sets=("id",), loads=(0.04,))
+    rows = [row(method, seed, "id", root, 0, 0.4 + 0.1 * root + (0.05 if method == "mat-il-ens" else 0.0))
+            for method in ("mara", "mat-il-ens") for seed in range(3) for root in range(2)]
     rows += [row("slack-fm", None, "id", root, 0, 0.47) for root in range(2)]
     ours = build_grids(["table2"], selection, rows, skipped=set())["paired_ours"]
-    assert ours.cols == ["MAT-IL+PPO (ours) − MARA", "MAT-IL+PPO (ours) − FM-slack"] and ours.rows == ["ID"]
-    assert ours.get("ID", "MAT-IL+PPO (ours) − MARA").mean == pytest.approx(5.0)
-    assert ours.get("ID", "MAT-IL+PPO (ours) − FM-slack").mean == pytest.approx(100 * (0.45 + 0.55 - 0.94) / 2)
+    assert ours.cols == ["MAT-IL ensemble (ours) − MARA", "MAT-IL ensemble (ours) − FM-slack"]
+    assert ours.rows == ["ID"]
+    assert ours.get("ID", "MAT-IL ensemble (ours) − MARA").mean == pytest.approx(5.0)
+    assert ours.get("ID", "MAT-IL ensemble (ours) − FM-slack").mean == pytest.approx(100 * (0.45 + 0.55 - 0.94) / 2)

@@ -38,6 +38,7 @@ from mara_agents.policy import Policy
 
 CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
 TRAINING_SEEDS = (0, 1, 2)
+ENSEMBLE_SIZE = 3  # members per training seed of an ensemble method
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,6 @@ def _mat(name: str) -> Callable[..., Policy]:
                                fm_checkpoint=fm_checkpoint)
     build.__name__ = f"make_{name.replace('-', '_')}"
     return build
-
-
-ENSEMBLE_SIZE = 3
 
 
 def ensemble_members(name: str, seed: int = 0) -> list[Path]:

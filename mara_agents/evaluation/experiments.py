@@ -37,7 +37,8 @@ THIRD_PARTY_NOTE = ("MaskablePPO is a third-party trainer, not in the paper: sb3
 OURS_METHODS = ("mat-il-ens",)
 OURS_NOTE = ("MAT-IL ensemble is ours, not the paper's: three of the paper's MAT over FM decoded as one, each "
              "trained by DAgger from an expert that reads the true remaining demand (training only), starting "
-             "from the slack ranking over FM's estimates, then PPO held near that policy (docs/learned_allocator.md).")
+             "from the slack ranking over FM's estimates, then PPO held near that policy "
+             "(docs/learned_allocator.md).")
 # The methods each experiment shows by default; --methods replaces them (except Table 5, a fixed ablation pair).
 DEFAULT_METHODS = {
     "table2": MAIN_METHODS + REFERENCE_METHODS + OURS_METHODS + THIRD_PARTY_METHODS,

@@ -89,13 +89,13 @@ def test_each_shipped_mat_il_ens_seed_decodes_its_own_three_members(seed):
     """The datasheet's promise: seed S is members 3S…3S+2, each trained with its own seed from its own
     ``--slack-prior`` student, and the registered policy decodes exactly those weights."""
     paths = ensemble_members("mat-il-ens", seed)
-    assert [int(path.stem.rsplit("member", 1)[1]) for path in paths] == [3 * seed, 3 * seed + 1, 3 * seed + 2]
+    member_seeds = [3 * seed, 3 * seed + 1, 3 * seed + 2]
+    assert [path.name for path in paths] == [f"mat_il_ens_member{k}.pt" for k in member_seeds]
     policy = make_policy("mat-il-ens", seed=seed)
     assert isinstance(policy.model, MATEnsemble) and len(policy.model.members) == len(paths)
-    for path, member in zip(paths, policy.model.members):
+    for member_seed, path, member in zip(member_seeds, paths, policy.model.members):
         manifest = json.loads(path.with_suffix(".json").read_text())
         assert manifest["method"] == "mat-il-ens" and manifest["config"]["model"]["slack_prior"]
-        member_seed = int(path.stem.rsplit("member", 1)[1])
         assert manifest["config"]["seed"] == member_seed
         student = CHECKPOINT_DIR / "imitation" / f"mat_il_slack_seed{member_seed}.pt"
         assert manifest["initial_policy"]["checkpoint_sha256"] == file_sha256(student)

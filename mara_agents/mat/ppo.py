@@ -175,7 +175,12 @@ def ppo_update(model: MATModel, optimizer: torch.optim.Optimizer, batch: Batch, 
                critic: PrivilegedCritic | None = None) -> dict[str, float]:
     """Several epochs of shuffled minibatch steps with gradient-norm clipping; returns mean statistics.
     ``critic_only``: the value loss alone (give it an optimiser over the value head's parameters, or over
-    ``critic``'s when the values come from a separate critic; its parameters then share the gradient clip).
+    ``critic``'s when the values come from a separate critic).
+
+    Every step clears the gradients of everything the loss reaches (the model and ``critic``), not only of the
+    parameters ``optimizer`` holds, and clips the norm over the parameters it steps.  With a critic-only
+    optimiser the value loss also gives the encoder gradients; were they left, they would pile up from step
+    to step and, counted in the clip, shrink the critic's steps.
 
     The value normaliser is updated with this batch's returns first, so the critic's targets and the
     advantages (computed before, in return units) stay consistent within the update.
@@ -184,15 +189,17 @@ def ppo_update(model: MATModel, optimizer: torch.optim.Optimizer, batch: Batch, 
     totals: dict[str, float] = {}
     steps = 0
     size = len(batch) // settings.minibatches
-    parameters = list(model.parameters()) + (list(critic.parameters()) if critic is not None else [])
+    reached = list(model.parameters()) + (list(critic.parameters()) if critic is not None else [])
+    stepped = [parameter for group in optimizer.param_groups for parameter in group["params"]]
     for _ in range(settings.epochs):
         order = torch.randperm(len(batch), generator=generator).to(batch.actions.device)
         for start in range(0, size * settings.minibatches, size):
             loss, stats = ppo_loss(model, batch.select(order[start:start + size]), value_norm, settings,
                                    critic_only, critic)
-            optimizer.zero_grad(set_to_none=True)
+            for parameter in reached:
+                parameter.grad = None
             loss.backward()
-            stats["grad_norm"] = float(nn.utils.clip_grad_norm_(parameters, settings.max_grad_norm))
+            stats["grad_norm"] = float(nn.utils.clip_grad_norm_(stepped, settings.max_grad_norm))
             optimizer.step()
             for key, value in stats.items():
                 totals[key] = totals.get(key, 0.0) + value

@@ -36,6 +36,27 @@ def test_a_critic_only_update_moves_the_values_and_not_the_policy():
     assert not torch.allclose(after_values, before_values)
 
 
+def critic_only_update(epochs: int) -> tuple[MATModel, dict[str, float]]:
+    """A critic-only update of a fresh model at a tiny learning rate (so every step's gradients are alike)."""
+    torch.manual_seed(0)
+    model = MATModel(MATHyperParameters(dim=32))
+    critic = torch.optim.Adam(model.value_head.parameters(), lr=1e-7)
+    stats = ppo_update(model, critic, tiny_batch(model), ValueNorm(),
+                       PPOSettings(epochs=epochs, minibatches=1, max_grad_norm=1e9), torch.Generator().manual_seed(0),
+                       critic_only=True)
+    return model, stats
+
+
+def test_a_critic_only_update_clips_over_the_value_head_alone_and_piles_up_no_gradient():
+    model, stats = critic_only_update(epochs=1)
+    head = torch.cat([parameter.grad.reshape(-1) for parameter in model.value_head.parameters()])
+    assert stats["grad_norm"] == pytest.approx(head.norm().item(), rel=1e-5)
+    encoder_grad = model.slot_in[0].weight.grad.norm().item()
+    assert encoder_grad > 0  # the value loss does reach the encoder
+    piled, _ = critic_only_update(epochs=4)
+    assert piled.slot_in[0].weight.grad.norm().item() == pytest.approx(encoder_grad, rel=0.05)
+
+
 def test_the_reference_kl_is_zero_at_the_reference_and_grows_as_the_policy_leaves_it():
     torch.manual_seed(0)
     model = MATModel(MATHyperParameters(dim=32))

@@ -9,6 +9,10 @@ Independently trained policies disagree where each departs from the shared ranki
 log-probabilities keeps what they agree on.  On the `val` check of ``docs/learned_allocator.md`` (runs 14–15)
 three members scored 0.45–0.71 points above their mean.
 
+Each member encodes on its own; the decoder rows of all members run together over their stacked weights
+(:mod:`~mara_agents.mat.grouped`), which costs about one member's operations instead of E times them.  The
+stacked weights are a copy taken when the ensemble is built: change a member afterwards and build it again.
+
 Use it anywhere a MAT policy goes: ``load_mat_ensemble([a.pt, b.pt, c.pt])`` returns a
 :class:`~mara_agents.allocators.mat.MATPolicy`; ``evaluate.py --policy`` takes it as
 ``NAME=mara_agents.mat.ensemble:load_mat_ensemble:paths=a.pt+b.pt+c.pt``.
@@ -24,6 +28,7 @@ from torch import nn
 
 from mara_agents.allocators.mat import MATPolicy
 from mara_agents.mat.checkpoint import load_policy_model
+from mara_agents.mat.grouped import GroupedNodeDecoder, StackedDecoderWeights
 from mara_agents.mat.model import MATModel, NodeDecoder, decode_nodes, greedy_choice
 from mara_agents.predictors.demand import make_demand
 
@@ -40,6 +45,7 @@ class MATEnsemble(nn.Module):
             raise ValueError("ensemble members must share the architecture, got "
                              f"{sorted({str(member.hparams) for member in members})}")
         self.members = nn.ModuleList(members)
+        self.stacked = StackedDecoderWeights(members)
 
     @torch.no_grad()
     def act(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,
@@ -47,17 +53,14 @@ class MATEnsemble(nn.Module):
         """(actions (B, M), the ensemble's log-probs of them (B, M), the members' mean values (B, M))."""
         if generator is not None:
             raise ValueError("an ensemble decodes greedily only (sample from one member to train)")
-        decoders = [NodeDecoder(member, slots, glob, present) for member in self.members]
+        starts = [NodeDecoder(member, slots, glob, present) for member in self.members]
+        decoder = GroupedNodeDecoder(self.stacked, starts)
 
         def summed(node: int, legal: torch.Tensor) -> torch.Tensor:
-            return sum(torch.log_softmax(decoder.logits(node, legal), -1) for decoder in decoders)
+            return decoder.log_probs(node, legal).sum(0)
 
-        def advance(choice: torch.Tensor) -> None:
-            for decoder in decoders:
-                decoder.advance(choice)
-
-        actions, log_probs = decode_nodes(summed, advance, present, self.hparams.num_nodes, greedy_choice)
-        values = torch.stack([member.values(decoder.memory) for member, decoder in zip(self.members, decoders)])
+        actions, log_probs = decode_nodes(summed, decoder.advance, present, self.hparams.num_nodes, greedy_choice)
+        values = torch.stack([member.values(start.memory) for member, start in zip(self.members, starts)])
         return actions, log_probs, values.mean(0)
 
 

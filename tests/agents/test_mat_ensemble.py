@@ -39,18 +39,28 @@ def test_a_one_member_ensemble_decodes_exactly_as_its_member():
     assert torch.allclose(together[1], alone[1], atol=1e-6) and torch.equal(together[2], alone[2])
 
 
-def test_each_node_takes_the_best_legal_slot_of_the_summed_log_probabilities():
-    models = members(3)
+@pytest.mark.parametrize("blocks,heads,prior", [(1, 1, False), (2, 4, False), (1, 1, True)],
+                         ids=["paper", "deeper", "slack-prior"])
+def test_each_node_takes_the_best_legal_slot_of_the_summed_log_probabilities(blocks, heads, prior):
+    """The grouped decoder (all members per operation) against each member's own teacher-forced logits."""
+    models = members(3, blocks=blocks, heads=heads, slack_prior=prior)
     slots, glob, present = random_inputs(128, seed=2)
-    actions, _, _ = MATEnsemble(models).act(slots, glob, present)
+    if prior:  # the rank column: a random order of each row's slots
+        ranks = torch.argsort(torch.rand(128, slots.shape[1], generator=torch.Generator().manual_seed(3)), dim=-1)
+        slots = torch.cat([slots, ranks.float()[..., None]], dim=-1)
+        for model in models:  # a weak prior, so that the members' own logits still disagree
+            model.prior_scale.data.fill_(0.1)
+    actions, log_probs, _ = MATEnsemble(models).act(slots, glob, present)
     assert all(is_matching(a, p) for a, p in zip(actions.numpy(), present.numpy()))
     legal = teacher_forced_masks(present, actions)
     with torch.no_grad():
-        total = sum(torch.log_softmax(masked(model.logits(model.encode(slots, glob, present), present, actions), legal),
-                                      -1) for model in models)
+        total = sum(torch.log_softmax(masked(model.logits(model.encode(slots, glob, present), present, actions,
+                                                          model.slack_prior(slots)), legal), -1) for model in models)
     slot_left = legal[..., 1:].any(-1)
     expected = torch.where(slot_left, total[..., 1:].argmax(-1) + 1, 0)
     assert torch.equal(actions, expected)
+    product = torch.log_softmax(total, -1)  # the ensemble's policy: the members' normalised product
+    assert torch.allclose(log_probs, product.gather(-1, actions[..., None])[..., 0], atol=1e-5, rtol=0)
     singles = [model.act(slots, glob, present)[0] for model in models]
     assert any(not torch.equal(actions, single) for single in singles)  # the members disagree somewhere
 

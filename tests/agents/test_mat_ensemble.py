@@ -15,6 +15,7 @@ from mara_agents import make_policy
 from mara_agents.allocators.registry import CHECKPOINT_DIR, TRAINING_SEEDS, ensemble_members
 from mara_agents.checkpoint_io import file_sha256
 from mara_agents.mat.checkpoint import export_policy, load_policy_model
+from mara_agents.mat import decode_bench
 from mara_agents.mat.ensemble import MATEnsemble, load_mat_ensemble
 from mara_agents.mat.masks import teacher_forced_masks
 from mara_agents.mat.model import MATHyperParameters, MATModel, masked
@@ -119,3 +120,13 @@ def test_mat_il_ens_refuses_sampling_and_names_a_missing_member(tmp_path):
         make_policy("mat-il-ens", sample=True)
     with pytest.raises(RuntimeError, match="not found"):
         make_policy("mat-il-ens", checkpoints=[tmp_path / "missing.pt"])
+
+
+def test_the_decode_bench_prints_one_line_per_batch_and_refuses_bad_sizes(tmp_path, capsys):
+    out = tmp_path / "decode.txt"
+    assert decode_bench.main(["--batches", "1,3", "--calls", "2", "--repeats", "1", "--out", str(out)]) == 0
+    rows = [line.split() for line in out.read_text().splitlines()[2:]]
+    assert [row[0] for row in rows] == ["1", "3"]
+    assert all(float(figure) > 0 for row in rows for figure in row[1:])
+    assert decode_bench.main(["--batches", "0"]) == 2
+    assert "--batches must be positive integers" in capsys.readouterr().err

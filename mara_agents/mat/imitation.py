@@ -147,7 +147,7 @@ class ExpertRollout:
 
 def imitation_loss(model: MATModel, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,
                    actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean over states of −log π(expert joint action), fraction of node choices the student ranks first)."""
+    """(mean over states of −log π(expert joint action), fraction of node choices the student gives p > 0.5)."""
     log_probs, _, _ = model.evaluate(slots, glob, present, actions)
     return -log_probs.sum(-1).mean(), (log_probs > np.log(0.5)).float().mean()
 

@@ -19,6 +19,11 @@ from mara_env.live.tasks import LiveTask
 from mara_env.live.worker import train_batch, warm_up
 
 STARTUP_TIMEOUT_S = 120.0
+# Ray starts worker processes at niceness 15, so on a machine where other processes run at the default priority a
+# node gets a few per cent of a core: two 0.5-CPU nodes beside two busy loops on 2 cores took over 120 s to import
+# torch and load their data, against 14 s at niceness 0.  A node is the compute of the step the env waits for, so
+# it runs at the default priority.  (Ray's job supervisor sets the same variable the same way.)
+NODE_RUNTIME_ENV = {"env_vars": {"RAY_worker_niceness": "0"}}
 
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -80,7 +85,8 @@ class BatchRunner:
         self.device, self.preset, self.data_root, self.attempts = device, preset, data_root, attempts
         self.states: dict[int, Any] = {}
         gpus = 1.0 if device.startswith("cuda") else 0.0
-        actor = ray.remote(num_cpus=node_cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0)(NodeActor)
+        actor = ray.remote(num_cpus=node_cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
+                           runtime_env=NODE_RUNTIME_ENV)(NodeActor)
         self.nodes = [actor.remote(batch_function) for _ in range(num_nodes)]
         warming = [node.warm_up.remote(list(families), preset, data_root) for node in self.nodes]
         ready, _ = ray.wait(warming, num_returns=num_nodes, timeout=startup_timeout_s)

@@ -244,3 +244,19 @@ def test_nodes_that_cannot_start_on_a_busy_cluster_say_so(live_env):
     while ray.available_resources().get("CPU", 0.0) < 1.0 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ray.available_resources().get("CPU") == pytest.approx(1.0)  # the node that did start was released
+
+
+def test_nodes_run_at_the_default_priority_not_ray_s_worker_niceness(live_env):
+    """Ray starts workers at niceness 15, which starves a node beside any other work; nodes run at 0."""
+    from mara_env.live.runner import BatchRunner
+
+    def niceness(*args):
+        import os
+
+        return None, {"loss": float(os.nice(0)), "compute_s": 0.0, "worker_s": 0.0}
+
+    runner = BatchRunner(1, ("cnn_fmnist",), node_cpus=0.5, batch_function=niceness)
+    try:
+        assert runner.run([(0, 0, LiveTask(0, "cnn_fmnist", 1, 2, 16, 2e-3, 2.15, 20))]).losses == {0: 0.0}
+    finally:
+        runner.close()

@@ -15,7 +15,6 @@ evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POL
 | ``lara``        | LARA      | WLS       | —                                                         |
 | ``lara-fm``     | LARA      | FM        | FM checkpoint                                             |
 | ``slack-fm``    | slack ranking (not in the paper) | FM | FM checkpoint                          |
-| ``mat-il-ppo``  | MAT, our recipe (not the paper's) | FM | ``mara_agents/checkpoints/mat_il_ppo_seed{seed}.pt`` + FM checkpoint |
 | ``mat-il-ens``  | three MATs decoded as one (ours) | FM | ``mat_il_ens_member{K}.pt``, K = 3·seed … 3·seed + 2 |
 | ``fifo``, ``edf`` | naive   | —         | —                                                         |
 | ``random``      | uniform matching | —  | —                                                         |
@@ -82,7 +81,7 @@ def _mat_ensemble(name: str) -> Callable[..., Policy]:
         (default: the shipped members of ``seed``), with the predictor they were trained on."""
         if sample:
             raise ValueError(f"{name} decodes greedily only; sample from one of its members "
-                             "(make_policy('mat-il-ppo', checkpoint=..., sample=True)) instead")
+                             "(make_policy('mara', checkpoint=<member>.pt, sample=True)) instead")
         from mara_agents.mat.ensemble import load_mat_ensemble
         return load_mat_ensemble(checkpoints or ensemble_members(name, seed), device=device,
                                  fm_checkpoint=fm_checkpoint)
@@ -108,9 +107,8 @@ POLICIES: dict[str, Method] = {method.name: method for method in (
     Method("lara", "LARA", _predictive("lara", "wls")),
     Method("lara-fm", "LARA-FM", _predictive("lara", "fm")),
     Method("slack-fm", "FM-slack", _predictive("slack", "fm")),  # not in the paper (allocators/slack.py)
-    # not the paper's recipe: DAgger from a privileged expert, then PPO (docs/learned_allocator.md)
-    Method("mat-il-ppo", "MAT-IL+PPO (ours)", _mat("mat-il-ppo"), TRAINING_SEEDS),
-    # the same recipe from students that start as FM-slack, three seeds decoded as one (docs/learned_allocator.md)
+    # not the paper's recipe: DAgger from a privileged expert into students that start as FM-slack, then PPO;
+    # three independently trained members decoded as one (docs/learned_allocator.md)
     Method("mat-il-ens", "MAT-IL ensemble (ours)", _mat_ensemble("mat-il-ens"), TRAINING_SEEDS),
     Method("fifo", "FIFO", FIFOPolicy),
     Method("edf", "EDF", EDFPolicy),

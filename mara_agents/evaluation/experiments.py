@@ -33,7 +33,6 @@ THIRD_PARTY_NOTE = ("MaskablePPO is a third-party trainer, not in the paper: sb3
                     "observation and conflict repair (examples/sb3_maskable_ppo.py).")
 # Not in the paper: our own learned allocator, the best we ship (docs/learned_allocator.md, run 18): the same MAT
 # trained by another recipe, shown beside the paper's methods with its paired comparison against FM-slack and MARA.
-# Its single-policy predecessor, mat-il-ppo, stays registered and is evaluated by name (--methods mat-il-ppo).
 OURS_METHODS = ("mat-il-ens",)
 OURS_NOTE = ("MAT-IL ensemble is ours, not the paper's: three of the paper's MAT over FM decoded as one, each "
              "trained by DAgger from an expert that reads the true remaining demand (training only), starting "

@@ -110,10 +110,11 @@ class MATTrainConfig:
 
     @property
     def method(self) -> str:
-        """The registered method this run trains (``mara``, ``mara-wls``, ``mara-sparse``, …); a fine-tuning run
-        from a ``--slack-prior`` student trains one member of the ``mat-il-ens`` ensemble."""
+        """The method this run trains (``mara``, ``mara-wls``, ``mara-sparse``, …): a fine-tuning run from a
+        ``--slack-prior`` student trains one member of the ``mat-il-ens`` ensemble; one from a plain student
+        trains an unregistered ``mat-il`` policy (load it with ``make_policy("mara", checkpoint=...)``)."""
         if self.init_from:
-            return "mat-il-ens" if self.model.slack_prior else "mat-il-ppo"
+            return "mat-il-ens" if self.model.slack_prior else "mat-il"
         return {"fm": "mara", "wls": "mara-wls"}[self.predictor] + ("" if self.env.reward == "shaped" else "-sparse")
 
     def hparams(self) -> MATHyperParameters:

@@ -83,7 +83,7 @@ def test_training_from_an_exported_policy_starts_from_its_weights_and_records_it
     moved = {name for name, value in after.state_dict().items() if not torch.equal(value, start.state_dict()[name])}
     assert moved and all(name.startswith("value_head.") for name in moved)  # one update, critic only
     manifest = json.loads(tuned.checkpoint.with_suffix(".json").read_text())
-    assert manifest["method"] == "mat-il-ppo"
+    assert manifest["method"] == "mat-il"
     assert manifest["initial_policy"]["checkpoint_sha256"] == json.loads(
         first.checkpoint.with_suffix(".json").read_text())["checkpoint_sha256"]
 
@@ -106,5 +106,5 @@ def test_fine_tuning_from_an_exported_policy_runs_on_cuda(bank_dir, tmp_path, pr
                               init_from=str(first.checkpoint), critic_warmup=1, reference_kl=1.0,
                               privileged_critic=privileged_critic))
     manifest = json.loads(tuned.checkpoint.with_suffix(".json").read_text())
-    assert manifest["config"]["device"] == "cuda" and manifest["method"] == "mat-il-ppo"
+    assert manifest["config"]["device"] == "cuda" and manifest["method"] == "mat-il"
     assert tuned.global_step == 40

@@ -29,6 +29,7 @@ from curves.calibrate import calibrate_bank
 from curves.catalog import get_family
 from curves.data.errors import DataMissingError
 from curves.generate import append_timing, recipe_for, recorder_for, run_recipe
+from curves.ray_support import require_ray
 from curves.recorder import declare_keeping_rules, generator_commit
 
 log = logging.getLogger("curves.ray_build")
@@ -177,13 +178,12 @@ def _drop_family(ray: Any, pending: dict[Any, tuple[Job, int, int]], family: str
 
 def run_cli(args: Any, families: list[str]) -> int:
     """``build_bank --ray``: connect (local Ray unless an address is given), build, report, disconnect."""
-    import ray
-
     try:
+        ray = require_ray("build_bank --ray")
         family_resources = parse_family_resources(args.family_resources)
         if args.retries < 0:
             raise ValueError(f"--retries must be at least 0, got {args.retries}")
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, ModuleNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     gpus = args.gpus_per_curve if args.gpus_per_curve is not None else float(args.device.startswith("cuda"))

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from curves.ray_support import require_ray
 from mara_agents import POLICIES, Policy, make_policy
 from mara_env.config import MARAConfig
 from mara_env.live import LiveEpisode, LiveMARAEnv, LiveSettings, LiveTask, replay_mismatches
@@ -170,8 +171,11 @@ def run(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point: bad arguments or an unusable setting print one line and exit with status 2."""
     args = _parser().parse_args(argv)
-    import ray
-
+    try:
+        ray = require_ray("python -m mara_agents.live")
+    except ModuleNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.bench:
             print(bench(args.bench_nodes, args.families[0], args.bench_steps, args.address, args.device))

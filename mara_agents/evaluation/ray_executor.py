@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from curves import ray_support
 from mara_agents.evaluation.harness import BOUNDS, Unit, run_unit, one_thread
 
 LOCAL = "local"  # the --ray value (and Ray's own address) that asks for a new local Ray, not a cluster
@@ -35,10 +36,9 @@ class RayEvaluationError(RuntimeError):
 def require_ray() -> Any:
     """The ``ray`` module, or :class:`RayEvaluationError` saying how to install it."""
     try:
-        import ray
-    except ImportError as exc:
-        raise RayEvaluationError("--ray needs Ray, an optional extra: pip install -e '.[ray]'") from exc
-    return ray
+        return ray_support.require_ray("--ray")
+    except ModuleNotFoundError as exc:
+        raise RayEvaluationError(str(exc)) from exc
 
 
 def play_remote(unit: Unit, bank: str, num_nodes: int, path: Sequence[str]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from curves.ray_support import require_ray
 from mara_env.live.tasks import LiveTask
 from mara_env.live.worker import train_batch, warm_up
 
@@ -29,7 +30,7 @@ NODE_RUNTIME_ENV = {"env_vars": {"RAY_worker_niceness": "0"}}
 def connect(address: str | None = None, num_cpus: int | None = None) -> None:
     """``ray.init`` once: the cluster at ``address``, or a new local Ray with ``num_cpus`` logical CPUs (never a
     cluster that ``RAY_ADDRESS`` or a running ``ray start`` happens to name: local means local)."""
-    import ray
+    ray = require_ray("live scheduling (MARA-live-v0)")
 
     if ray.is_initialized():
         return

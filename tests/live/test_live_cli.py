@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 pytest.importorskip("ray", reason="the live command needs the [ray] extra")
@@ -33,3 +35,23 @@ def test_build_bank_on_ray_rejects_bad_settings_with_one_line(argv, message, cap
         torch.set_num_threads(threads)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+
+
+def test_every_ray_entry_point_without_ray_says_what_to_install(monkeypatch, capsys, tmp_path):
+    import torch
+
+    from curves.build_bank import main as build_main
+    from mara_env.live.runner import connect
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    extra = "needs Ray, an optional extra: pip install -e '.[ray]'"
+    assert main(["--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: python -m mara_agents.live {extra}"
+    threads = torch.get_num_threads()
+    try:
+        assert build_main(["--ray", "--bank", str(tmp_path)]) == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert capsys.readouterr().err.strip() == f"error: build_bank --ray {extra}"
+    with pytest.raises(ModuleNotFoundError, match=r"live scheduling \(MARA-live-v0\) needs Ray"):
+        connect()

@@ -29,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 import mara_env
+from curves.bank import atomic_write_text
 from mara_env.features import TASK_FEATURE_INDEX
 
 _PRESENT = TASK_FEATURE_INDEX["present"]
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
 
     run(args.bank, args.steps, emit, sizes)
     if args.out:
-        Path(args.out).write_text("\n".join(lines) + "\n")
+        atomic_write_text(Path(args.out), "\n".join(lines) + "\n")
     return 0
 
 

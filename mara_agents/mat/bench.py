@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from curves.bank import atomic_write_text
 from mara_agents.mat.config import MATTrainConfig
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import ValueNorm, gae, ppo_update
@@ -194,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines.append(load_line("after"))
     print(lines[-1], flush=True)
     if args.out:
-        args.out.write_text("\n".join(lines) + "\n")
+        atomic_write_text(args.out, "\n".join(lines) + "\n")
     return 0
 
 

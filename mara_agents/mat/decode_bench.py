@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from curves.bank import atomic_write_text
 from mara_agents.allocators.registry import CHECKPOINT_DIR, ensemble_members
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.ensemble import MATEnsemble
@@ -102,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines.append(f"{batch:>5} {one:>10.2f} {one_by_one:>19.2f} {grouped:>18.2f}")
             print(lines[-1], flush=True)
     if args.out:
-        args.out.write_text("\n".join(lines) + "\n")
+        atomic_write_text(args.out, "\n".join(lines) + "\n")
     return 0
 
 

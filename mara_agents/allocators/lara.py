@@ -18,10 +18,9 @@ M indivisible nodes with at most one node per task.  Our reconstruction, at ever
    history without starving the feasible set.
 3. **Largest feasible subset.**  Over the ready tasks (≥ 4 observations) find a largest subset S that is
    deadline-feasible on the remaining nodes (see :func:`is_feasible`), by an include/exclude tree search in
-   deadline order with the bound "chosen + undecided ≤ best found → prune" and the fact that feasibility is
-   inherited by subsets (an infeasible partial set is never extended).  Among equally large subsets the
-   first found wins (earlier deadlines, then smaller demands).  K ≤ 10 keeps the search exact and cheap
-   (at most 2^10 leaves).
+   deadline order.  Among equally large subsets the first found wins (earlier deadlines, then smaller
+   demands).  K ≤ 10 keeps the search exact and cheap: the whole tree (at most 2^10 leaves) is checked in a
+   few array operations (larger K: a pruned walk of the tree).
 4. **Service.**  The chosen tasks are served earliest deadline first; ready tasks outside S are judged
    infeasible and get nothing.  Nodes that S cannot use serve further warm-up tasks (earliest deadline
    first): an idle node gains nothing, and serving a warm-up task is how it becomes predictable.
@@ -47,6 +46,7 @@ brute-force search over schedules.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 import numpy as np
 
@@ -77,41 +77,59 @@ def is_feasible(demand: Sequence[int], window: Sequence[int], num_nodes: int) ->
     return bool((_must_do(demand, window, horizon).sum(axis=0) <= num_nodes * horizon).all())
 
 
+WHOLE_TREE_UP_TO = 12  # candidates whose 2^n subsets are checked at once (4,096 rows); more: the pruned search
+
+
+@cache
+def _subsets(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every subset of ``count`` ordered candidates as (2^count, count) float64 indicator rows, in the order the
+    include-first tree search reaches them (all included first, none last), with their sizes."""
+    codes = np.arange(2 ** count - 1, -1, -1)
+    bits = (codes[:, None] >> np.arange(count - 1, -1, -1)) & 1  # candidate 0 is the most significant bit
+    return bits.astype(np.float64), bits.sum(axis=1)
+
+
 def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: int) -> np.ndarray:
     """Indices of a largest feasible subset, in deadline order.
 
-    Include/exclude tree search over tasks in (deadline, demand) order, include branch first.  Tasks that
-    cannot finish even alone are dropped up front; an infeasible partial set is never extended (subsets of
-    feasible sets are feasible, so nothing is lost); a branch is cut when even taking every undecided task
-    could not beat the largest subset found so far.  Among equally large subsets the first one found wins,
-    which prefers earlier deadlines and, at equal deadlines, smaller demands.
+    Include/exclude tree search over tasks in (deadline, demand) order, include branch first; among equally large
+    subsets the first one found wins, which prefers earlier deadlines and, at equal deadlines, smaller demands.
+    Tasks that cannot finish even alone are dropped up front.  Up to :data:`WHOLE_TREE_UP_TO` candidates (the
+    shipped K = 10 slots) the whole tree is checked at once: every subset's must-do work at each horizon is one
+    row of a (2^n, n) × (n, H) product (sums of integers far below 2^53, exact in float64).  Beyond that the tree
+    is walked: an infeasible partial set is never extended (subsets of feasible sets are feasible, so nothing is
+    lost) and a branch is cut when even taking every undecided task could not beat the largest subset found.
 
-    The test of :func:`is_feasible` is checked at the kinks of *all* candidate tasks, a superset of any
-    subset's kinks, so it stays exact while each task's row of must-do work is computed once and a branch
-    only adds one row to its running total (one small vector comparison per node of the tree).
+    The test of :func:`is_feasible` is checked at the kinks of *all* candidate tasks, a superset of any subset's
+    kinks, so it stays exact while each task's row of must-do work is computed once.
     """
     demand = np.asarray(demand, dtype=np.int64)
     window = np.asarray(window, dtype=np.int64)
-    order = [k for k in np.lexsort((demand, window)).tolist() if demand[k] <= window[k]]
+    order = np.array([k for k in np.lexsort((demand, window)).tolist() if demand[k] <= window[k]], dtype=np.int64)
+    if order.size == 0:
+        return order
     horizon = _kinks(demand[order], window[order])
-    must_do, capacity = _must_do(demand, window, horizon), num_nodes * horizon
+    must_do, capacity = _must_do(demand[order], window[order], horizon), num_nodes * horizon
+    if order.size <= WHOLE_TREE_UP_TO:
+        subsets, sizes = _subsets(order.size)
+        feasible = (subsets @ must_do.astype(np.float64) <= capacity).all(axis=1)
+        return order[subsets[np.flatnonzero(feasible & (sizes == sizes[feasible].max()))[0]] > 0]
     best: list[int] = []
 
     def search(position: int, chosen: list[int], load: np.ndarray) -> None:
         nonlocal best
-        if len(chosen) + len(order) - position <= len(best):
+        if len(chosen) + order.size - position <= len(best):
             return
-        if position == len(order):
+        if position == order.size:
             best = list(chosen)
             return
-        task = order[position]
-        extended = load + must_do[task]
+        extended = load + must_do[position]
         if (extended <= capacity).all():
-            search(position + 1, chosen + [task], extended)
+            search(position + 1, chosen + [position], extended)
         search(position + 1, chosen, load)
 
     search(0, [], np.zeros_like(horizon))
-    return np.asarray(best, dtype=np.int64)
+    return order[np.asarray(best, dtype=np.int64)]
 
 
 class LARAPolicy(PredictiveAllocator):

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mara_agents.allocators.lara import LARAPolicy, is_feasible, largest_feasible_subset
+from mara_agents.allocators.lara import WHOLE_TREE_UP_TO, LARAPolicy, is_feasible, largest_feasible_subset
 from mara_agents.predictors import WLSPredictor
 from mara_agents.runner import evaluate_workload
 
@@ -104,10 +104,18 @@ def reference_search(demand: np.ndarray, window: np.ndarray, nodes: int) -> list
 @settings(max_examples=200, deadline=None)
 @given(problems(tasks=10, demand=40, window=40, nodes=7))
 def test_subset_search_picks_the_same_subset_as_the_plain_tree_search(instance):
-    # The search checks every node against all candidates' kinks with running sums; the subset it returns
-    # (not only its size) must be the one the plain search finds first.
+    # The whole tree is checked at once against all candidates' kinks; the subset it returns (not only its
+    # size) must be the one the plain search finds first.
     demand, window, nodes = np.array(instance[0]), np.array(instance[1]), instance[2]
     assert largest_feasible_subset(demand, window, nodes).tolist() == reference_search(demand, window, nodes)
+
+
+def test_more_candidates_than_the_whole_tree_takes_are_searched_by_walking_it():
+    rng = np.random.default_rng(5)
+    for _ in range(60):  # tight windows on one or two nodes: the first subset found is seldom the largest
+        tasks = WHOLE_TREE_UP_TO + 1
+        demand, window, nodes = rng.integers(1, 12, tasks), rng.integers(4, 30, tasks), int(rng.integers(1, 3))
+        assert largest_feasible_subset(demand, window, nodes).tolist() == reference_search(demand, window, nodes)
 
 
 def test_subset_search_prefers_earlier_deadlines_then_smaller_demands_among_equal_sizes():

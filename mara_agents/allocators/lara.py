@@ -105,7 +105,8 @@ def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: i
     """
     demand = np.asarray(demand, dtype=np.int64)
     window = np.asarray(window, dtype=np.int64)
-    order = np.array([k for k in np.lexsort((demand, window)).tolist() if demand[k] <= window[k]], dtype=np.int64)
+    order = np.lexsort((demand, window))
+    order = order[demand[order] <= window[order]]
     if order.size == 0:
         return order
     horizon = _kinks(demand[order], window[order])

@@ -65,15 +65,19 @@ class BatchSimulator:
         self.num_tasks = np.zeros(n, dtype=np.int64)
         self.totals = {name: np.zeros(n, dtype=np.int64) for name in _TOTALS}
         self.phi = np.zeros(n, dtype=np.float64)
+        # Which slots hold a task, and how many, as of the last step or load (what the next step and the
+        # observation read; nothing else changes the slots in between).
+        self.occupied = np.zeros((n, k), dtype=bool)
+        self.active = np.zeros(n, dtype=np.int64)
         self.queue_length = np.zeros(n, dtype=np.int64)
         self.tasks: dict[str, np.ndarray] = {}
         self._grow(1)
         m = self.num_nodes
-        self._row_start = np.arange(n)[:, None] * k  # flat index of each episode's slot 0
         self._pick_start = np.arange(n)[:, None] * (k + 1)  # the same for (N, K + 1) per-choice arrays
         self._env_of_cell = np.repeat(np.arange(n), k)  # episode of each flat slot index
         self._env_of_pick = np.repeat(np.arange(n), m)  # episode of each flat (episode, node) index
-        self._nodes = np.broadcast_to(np.arange(m), (n, m))
+        self._nodes = np.tile(np.arange(m), (n, 1))
+        self._first_picker = np.full(n * (k + 1), m, dtype=np.int64)  # per (episode, choice): its lowest node
 
     def _grow(self, capacity: int) -> None:
         """Widen the per-task arrays to ``capacity`` columns, keeping what they hold."""
@@ -116,7 +120,9 @@ class BatchSimulator:
         for total in self.totals.values():
             total[index] = 0
         self._admit(self._arrive())
-        self.phi[index] = potential_batch(self.slot_progress[index], self.slot_task[index] >= 0)
+        occupied = self.slot_task[index] >= 0
+        self.occupied[index], self.active[index] = occupied, occupied.sum(axis=1)
+        self.phi[index] = potential_batch(self.slot_progress[index], occupied)
 
     # ------------------------------------------------------------------ dynamics
     def step(self, picks: np.ndarray) -> dict[str, np.ndarray]:
@@ -126,17 +132,17 @@ class BatchSimulator:
         Returns per-episode ``successes``, ``expirations``, ``conflicts``, ``phi_before``, ``phi_after``
         and ``terminated``.
         """
-        occupied = self.slot_task >= 0
-        active = occupied.sum(axis=1)
-        chose = picks > 0
-        hit = chose & occupied.reshape(-1)[self._row_start + np.maximum(picks - 1, 0)]
-        first = np.full(self.num_envs * (self.num_slots + 1), self.num_nodes, dtype=np.int64)
-        choice = self._pick_start + picks
-        np.minimum.at(first, choice, self._nodes)  # the lowest node making each choice
-        repeated = first[choice] != self._nodes
-        serves = hit & ~repeated
+        occupied, active = self.occupied, self.active
+        occupied_choice = np.zeros((self.num_envs, self.num_slots + 1), dtype=bool)  # choice 0 (idle) is empty
+        occupied_choice[:, 1:] = occupied
+        choice = (self._pick_start + picks).reshape(-1)
+        hit = occupied_choice.reshape(-1)[choice].reshape(picks.shape)
+        first = self._first_picker  # M everywhere between steps
+        np.minimum.at(first, choice, self._nodes.reshape(-1))  # the lowest node making each choice
+        serves = hit & (first[choice].reshape(picks.shape) == self._nodes)
+        first[choice] = self.num_nodes
         served = serves.sum(axis=1)
-        conflicts = (chose & ~serves).sum(axis=1)
+        conflicts = (picks > 0).sum(axis=1) - served  # the picks that chose a slot but serve nothing
         totals = self.totals
         totals["queue_full"] += active == self.num_slots
         totals["waiting"] += active + self.queue_length - served
@@ -144,14 +150,15 @@ class BatchSimulator:
         totals["steps"] += 1
         totals["conflicts"] += conflicts
 
-        served_at = np.flatnonzero(serves)  # (env, node) pairs as flat indices
+        served_at = serves.reshape(-1).nonzero()[0]  # (env, node) pairs as flat indices
         env = self._env_of_pick[served_at]
         successes = self._execute(env * self.num_slots + picks.reshape(-1)[served_at] - 1)
         expirations = self._expire()
         self.t += 1
         self._admit(self._arrive())
-        phi_before = self.phi
-        self.phi = potential_batch(self.slot_progress, self.slot_task >= 0)
+        self.occupied = self.slot_task >= 0
+        self.active = self.occupied.sum(axis=1)
+        phi_before, self.phi = self.phi, potential_batch(self.slot_progress, self.occupied)
         return {"successes": successes, "expirations": expirations, "conflicts": conflicts,
                 "phi_before": phi_before, "phi_after": self.phi, "terminated": self.terminated()}
 
@@ -169,13 +176,13 @@ class BatchSimulator:
         first = self._losses[start + 1]
         eps = self.slot_eps.reshape(-1)[cell]
         self.history.reshape(-1)[cell * self.history_width + done - 1] = loss
-        ready = done == self.config.warmup_observations
-        if ready.any():
-            env = self._env_of_cell[cell[ready]]
-            self.tasks["ready_at"][env, self.slot_task.reshape(-1)[cell[ready]]] = self.t[env] + 1
-        self.features.reshape(-1)[(cell * NUM_TASK_FEATURES)[:, None] + _SERVED_COLUMNS] = np.stack([
-            done / self.slot_budget.reshape(-1)[cell], loss, first, np.log(np.maximum(loss, _TINY) / eps),
-            np.minimum(done / self.config.warmup_observations, 1.0)], axis=1)
+        ready = cell[done == self.config.warmup_observations]
+        if ready.size:
+            env = self._env_of_cell[ready]
+            self.tasks["ready_at"][env, self.slot_task.reshape(-1)[ready]] = self.t[env] + 1
+        self._write_features(cell, _SERVED_COLUMNS, done / self.slot_budget.reshape(-1)[cell], loss, first,
+                             np.log(np.maximum(loss, _TINY) / eps),
+                             np.minimum(done / self.config.warmup_observations, 1.0))
         self.slot_progress.reshape(-1)[cell] = log_progress(first, loss, eps)
         won = cell[loss <= eps]
         self._leave(won, SUCCEEDED)
@@ -187,14 +194,15 @@ class BatchSimulator:
         """Phase 3: active or queued tasks whose deadline is reached without success leave."""
         limit = self.t + 1
         late = self.slot_deadline <= limit[:, None]
-        self._leave(np.flatnonzero(late), EXPIRED)
+        self._leave(late.reshape(-1).nonzero()[0], EXPIRED)
         counts = late.sum(axis=1)
-        status = self.tasks["status"]
-        waited_out = (status == QUEUED) & (self.tasks["deadline"] <= limit[:, None])
-        if waited_out.any():
-            status[waited_out] = EXPIRED
-            self.tasks["left_at"][waited_out] = np.broadcast_to(limit[:, None], waited_out.shape)[waited_out]
-            counts += waited_out.sum(axis=1)
+        if self.queue_length.any():  # the tasks queued now are those the last admission left waiting
+            status = self.tasks["status"]
+            waited_out = (status == QUEUED) & (self.tasks["deadline"] <= limit[:, None])
+            if waited_out.any():
+                status[waited_out] = EXPIRED
+                self.tasks["left_at"][waited_out] = np.broadcast_to(limit[:, None], waited_out.shape)[waited_out]
+                counts += waited_out.sum(axis=1)
         self.totals["expirations"] += counts
         return counts
 
@@ -226,13 +234,14 @@ class BatchSimulator:
     def _admit(self, queued: np.ndarray) -> None:
         """Phase 6: fill free slots from the queue head, lowest slot index first; sets ``queue_length``."""
         free = self.slot_task < 0
+        free_count = free.sum(axis=1)
         self.queue_length = queued.sum(axis=1)
-        rows = np.flatnonzero(free.any(axis=1) & (self.queue_length > 0))
+        rows = ((free_count > 0) & (self.queue_length > 0)).nonzero()[0]
         if rows.size == 0:
             return
         free, queued = free[rows], queued[rows]
         rank = np.cumsum(queued, axis=1)
-        admitted = queued & (rank <= free.sum(axis=1)[:, None])
+        admitted = queued & (rank <= free_count[rows, None])
         free_slots = np.argsort(~free, axis=1, kind="stable")  # free slots first, in slot order
         pair, task = np.nonzero(admitted)
         env = rows[pair]
@@ -246,9 +255,16 @@ class BatchSimulator:
         self.slot_budget.reshape(-1)[cell] = budget
         self.slot_curve.reshape(-1)[cell] = curve * self.table.loss.shape[1]
         self.slot_eps.reshape(-1)[cell] = eps
-        self.features.reshape(-1)[(cell * NUM_TASK_FEATURES)[:, None] + _ADMITTED_COLUMNS] = np.stack([
-            np.ones(env.size), eps, self.table.log_batch_size[curve], self.table.log_lr[curve],
-            (self.t[env] - self.tasks["arrival"].reshape(-1)[entry]) / budget], axis=1)
+        self._write_features(cell, _ADMITTED_COLUMNS, 1.0, eps, self.table.log_batch_size[curve],
+                             self.table.log_lr[curve], (self.t[env] - self.tasks["arrival"].reshape(-1)[entry]) / budget)
+
+    def _write_features(self, cell: np.ndarray, columns: np.ndarray, *values: np.ndarray | float) -> None:
+        """Set feature ``columns[i]`` of the slots ``cell`` (flat indices) to ``values[i]``; the values are
+        gathered in float64, so each is rounded to float32 once."""
+        block = np.empty((cell.size, len(columns)))
+        for i, value in enumerate(values):
+            block[:, i] = value
+        self.features.reshape(-1)[(cell * NUM_TASK_FEATURES)[:, None] + columns] = block
 
     # ------------------------------------------------------------------ views
     def terminated(self) -> np.ndarray:
@@ -265,16 +281,16 @@ class BatchSimulator:
         valid until the next step (it is the largest array by far, N·K·H_max floats).
         """
         cfg = self.config
-        occupied = self.slot_task >= 0
+        occupied = self.occupied
         mask = np.empty((self.num_envs, self.num_nodes, self.num_slots + 1), dtype=np.int8)
         mask[:, :, 0] = 1
         mask[:, :, 1:] = occupied[:, None, :]
         tasks = self.features.copy()
-        left = (self.slot_deadline - self.t[:, None]) / np.maximum(self.slot_budget, 1)
-        tasks[:, :, _F["remaining_time"]] = np.where(occupied, left, 0.0)
+        tasks[:, :, _F["remaining_time"]] = np.divide(self.slot_deadline - self.t[:, None], self.slot_budget,
+                                                      out=np.zeros(occupied.shape), where=occupied)
         glob = np.empty((self.num_envs, NUM_GLOBAL_FEATURES), dtype=np.float32)
         glob[:, 0] = cfg.num_nodes / cfg.max_nodes
-        glob[:, 1] = occupied.sum(axis=1) / self.num_slots
+        glob[:, 1] = self.active / self.num_slots
         glob[:, 2] = self.queue_length / self.num_slots
         glob[:, 3] = self.t / cfg.arrival_window
         return {"action_mask": mask, "tasks": tasks, "history": self.history.copy() if copy else self.history,

@@ -19,7 +19,7 @@ def log_progress(first_loss: np.ndarray, loss: np.ndarray, eps: np.ndarray) -> n
     since it depends on the batch count, not on the losses).
     """
     span = np.log(np.maximum(first_loss / eps, 1.0 + 1e-12))
-    q = np.clip(np.log(first_loss / np.maximum(loss, eps)) / span, 0.0, 1.0)
+    q = np.minimum(np.maximum(np.log(first_loss / np.maximum(loss, eps)) / span, 0.0), 1.0)  # np.clip, cheaper
     return np.where(first_loss <= eps, 1.0, q)
 
 
@@ -43,32 +43,37 @@ def potential_batch(progress: np.ndarray, active: np.ndarray) -> np.ndarray:
     to right. Rows wider than one reduction block (K > 128) are grouped by their count and reduced by NumPy
     itself.
     """
+    rows, width = active.shape
     masked = np.where(active, progress, 0.0)
-    phi = np.cumsum(masked, axis=1)[:, -1] if active.shape[1] else np.zeros(active.shape[0])
-    counts = active.sum(axis=1)
-    long_rows = np.flatnonzero(counts >= 8)
-    if long_rows.size:
-        phi[long_rows] = _packed_pairwise_sum(masked[long_rows], active[long_rows], counts[long_rows])
+    if width == 0:
+        return np.zeros(rows)
+    phi = np.cumsum(masked, axis=1)[:, -1]
+    place = np.cumsum(active, axis=1)  # an active entry's rank among its row's active entries, from 1
+    counts = place[:, -1]
+    long_rows = counts >= 8
+    if long_rows.any():
+        # Each row's active entries packed to the front, in slot order, then zeros.
+        flat_place = place + (np.arange(rows) * width - 1)[:, None]
+        packed = np.zeros((rows, width))
+        packed.reshape(-1)[flat_place[active]] = masked[active]
+        phi = np.where(long_rows, _packed_pairwise_sum(packed, counts), phi)
     return phi
 
 
-def _packed_pairwise_sum(masked: np.ndarray, active: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """NumPy's sum of each row's active entries (at least 8 of them), see :func:`potential_batch`."""
-    rows, width = active.shape
-    # The row's active entries first, in slot order, then its inactive ones, which ``masked`` holds as 0.
-    packed = np.take_along_axis(masked, np.argsort(~active, axis=1, kind="stable"), axis=1)
+def _packed_pairwise_sum(packed: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """NumPy's sum of each row's first ``counts`` entries (the row's active ones, packed to the front), as
+    :func:`potential_batch` needs it from 8 entries on; rows with fewer give values that are not used."""
+    rows, width = packed.shape
     if width > _PAIRWISE_BLOCK:
         total = np.zeros(rows, dtype=np.float64)
         for count in np.unique(counts).tolist():
             same = counts == count
             total[same] = packed[same, :count].sum(axis=1)
         return total
-    if width < 16:  # one block of 8, then the rest left to right; the packed tail's zeros add exactly nothing
-        p = packed[:, :8].T
-        total = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))
-        for column in range(8, width):
-            total = total + packed[:, column]
-        return total
+    if width < 16:
+        # NumPy reduces 8 to 15 terms as one block of 8, then the rest left to right, so a packed row's sum is
+        # its active entries' sum: the tail's zeros add exactly nothing.
+        return packed.sum(axis=1)
     blocks = counts // 8
     partial = packed[:, :8].copy()
     for block in range(1, width // 8):

@@ -163,7 +163,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         picks = self._parse_actions(actions, restarting if restart else None)
         counters = {}
         if self._repair:
-            applied = repair_picks(picks, self.sim.slot_task >= 0)
+            applied = repair_picks(picks, self.sim.occupied)
             counters["repaired"] = np.count_nonzero(applied != picks, axis=1).astype(np.int64)
             picks = applied
         outcome = {**self.sim.step(picks), **counters}
@@ -173,9 +173,10 @@ class MARAVectorEnv(gym.vector.VectorEnv):
             rewards = shaped_reward(rewards, outcome["phi_before"], outcome["phi_after"], self.config.shaping_beta)
         terminated = outcome["terminated"] & ~restarting
         info = {}
+        every = np.ones(self.num_envs, dtype=bool)
         for key in self._info_keys:
             values = np.where(restarting, 0, outcome[key]) if restart else outcome[key]
-            info[key], info[f"_{key}"] = values, np.ones(self.num_envs, dtype=bool)
+            info[key], info[f"_{key}"] = values, every.copy()
         if terminated.any():
             info["episode_metrics"], info["_episode_metrics"] = self._metrics(terminated), terminated.copy()
         if restart:

@@ -9,6 +9,9 @@ Prints one line per figure:
   simulator is timed), the same with ``copy=False`` (the history buffer is not copied), and with the FIFO
   rule computed on the batched observation every step;
 * the ratio of the vector env at N = 64 to the single env with the same precomputed actions, in this run;
+  each vector figure times at least three arrival windows of steps per sub-env (1,500 by default), so every
+  sub-env plays whole episodes, resets included, as the single env does over its ``--steps``: an episode's
+  first steps hold fewer tasks and are cheaper than the rest;
 * the process's peak resident memory.
 
 Rates are per wall-clock second and per CPU second of this process; on a shared machine the second does not
@@ -30,6 +33,7 @@ import numpy as np
 
 import mara_env
 from curves.bank import atomic_write_text
+from mara_env.config import MARAConfig
 from mara_env.features import TASK_FEATURE_INDEX
 
 _PRESENT = TASK_FEATURE_INDEX["present"]
@@ -158,8 +162,9 @@ def run(bank: str | None, steps: int, emit: Callable[[str], None], sizes: tuple[
     emit(f"AEC env, FIFO rule:               {aec_env(bank, fifo_picks, turns).text(turns, 'node turns')}")
     emit(f"AEC env, random legal matchings:  {aec_env(bank, random_rule, turns).text(turns, 'node turns')}")
     at_64 = {}
+    whole_episodes = 3 * MARAConfig().arrival_window
     for num_envs in sizes:
-        vector_steps = max(steps // num_envs, 200)
+        vector_steps = max(steps // num_envs, whole_episodes)
         count = vector_steps * num_envs
         for label, rule, copy in (("precomputed", None, True), ("precomputed, copy=False", None, False),
                                   ("FIFO rule", fifo_picks, True)):

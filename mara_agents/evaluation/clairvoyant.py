@@ -39,8 +39,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array
 
 from curves.bank import CurveBank
 from mara_env.workload import Episode
@@ -83,6 +81,11 @@ def max_completions(arrival: np.ndarray, deadline: np.ndarray, needed: np.ndarra
 
     Task k may be served in steps [arrival_k, deadline_k) and succeeds once it has ``needed_k`` batches.
     """
+    # Imported here, where a bound is solved: at module level SciPy's optimiser would add about 37 MiB to every
+    # process that imports the evaluation, including those that never compute a bound.
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_array
+
     chosen = np.zeros(needed.size, dtype=bool)
     tasks = np.flatnonzero((needed > 0) & (needed <= deadline - arrival))
     if tasks.size == 0:

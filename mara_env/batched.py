@@ -23,6 +23,7 @@ from mara_env.config import MARAConfig
 from mara_env.curve_table import curve_table
 from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
 from mara_env.features import TASK_FEATURE_INDEX as _F
+from mara_env.history_copies import HistoryCopies
 from mara_env.shaping import log_progress, potential_batch
 from mara_env.simulator import ACTIVE, EXPIRED, FUTURE, QUEUED, SUCCEEDED
 from mara_env.workload import Episode
@@ -61,6 +62,7 @@ class BatchSimulator:
         self.slot_progress = np.zeros((n, k), dtype=np.float64)
         self.features = np.zeros((n, k, NUM_TASK_FEATURES), dtype=np.float32)
         self.history = np.zeros((n, k, self.history_width), dtype=np.float32)
+        self.copies = HistoryCopies(self.history)  # told of every write to ``history``, below
         self.t = np.zeros(n, dtype=np.int64)
         self.num_tasks = np.zeros(n, dtype=np.int64)
         self.totals = {name: np.zeros(n, dtype=np.int64) for name in _TOTALS}
@@ -116,6 +118,7 @@ class BatchSimulator:
         self.slot_progress[index] = 0.0
         self.features[index] = 0.0
         self.history[index] = 0.0
+        self.copies.rewrote_rows((index[:, None] * self.num_slots + np.arange(self.num_slots)).reshape(-1))
         self.t[index] = 0
         for total in self.totals.values():
             total[index] = 0
@@ -175,7 +178,9 @@ class BatchSimulator:
         loss = self._losses[start + done]
         first = self._losses[start + 1]
         eps = self.slot_eps.reshape(-1)[cell]
-        self.history.reshape(-1)[cell * self.history_width + done - 1] = loss
+        written = cell * self.history_width + done - 1
+        self.history.reshape(-1)[written] = loss
+        self.copies.wrote(written)
         ready = cell[done == self.config.warmup_observations]
         if ready.size:
             env = self._env_of_cell[ready]
@@ -221,6 +226,7 @@ class BatchSimulator:
         self.slot_progress.reshape(-1)[cell] = 0.0
         self.features.reshape(-1, NUM_TASK_FEATURES)[cell] = 0.0
         self.history.reshape(-1, self.history_width)[cell] = 0.0
+        self.copies.rewrote_rows(cell)
 
     def _arrive(self) -> np.ndarray:
         """Phase 5: tasks whose arrival step has come join the queue (the queue is in task order).
@@ -278,7 +284,9 @@ class BatchSimulator:
         """The batched Gymnasium observation: each entry stacks the single env's along a leading N axis.
 
         Every array is new, except ``history`` with ``copy=False``: then it is the simulator's own buffer,
-        valid until the next step (it is the largest array by far, N·K·H_max floats).
+        valid until the next step (it is the largest array by far, N·K·H_max floats). With ``copy=True`` it is
+        a copy that no later step changes, recycled from an earlier observation that nothing references any
+        more when there is one (:mod:`mara_env.history_copies`).
         """
         cfg = self.config
         occupied = self.occupied
@@ -293,7 +301,9 @@ class BatchSimulator:
         glob[:, 1] = self.active / self.num_slots
         glob[:, 2] = self.queue_length / self.num_slots
         glob[:, 3] = self.t / cfg.arrival_window
-        return {"action_mask": mask, "tasks": tasks, "history": self.history.copy() if copy else self.history,
+        if not copy:
+            self.copies.forget()
+        return {"action_mask": mask, "tasks": tasks, "history": self.copies.copy() if copy else self.history,
                 "history_len": self.slot_batches.copy(), "budget": self.slot_budget.astype(np.float32),
                 "global": glob}
 

@@ -1,5 +1,7 @@
 """The native vector env gives the same trajectories as N single envs (Gymnasium's SyncVectorEnv over MARA-v0)."""
 
+import weakref
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -130,6 +132,35 @@ def test_copy_false_returns_the_same_values_without_copying_history(bank_dir):
         obs = copying.step(fifo_picks(obs))[0]
         shared = sharing.step(fifo_picks(shared))[0]
         assert shared["history"] is buffer
+
+
+def test_copied_histories_are_recycled_only_once_nothing_holds_them(bank_dir):
+    """With copy=True a history nobody references any more comes back, brought up to date; one that is still
+    held (the array itself, or a view of it) never changes."""
+    copying = MARAVectorEnv(4, bank=str(bank_dir), **SMALL)
+    sharing = MARAVectorEnv(4, bank=str(bank_dir), copy=False, **SMALL)
+    rng = np.random.default_rng(3)
+    obs, _ = copying.reset(seed=11)
+    shared, _ = sharing.reset(seed=11)
+    handed, kept, recycled, ends = [], [], 0, 0
+    for t in range(520):
+        np.testing.assert_array_equal(obs["history"], shared["history"], err_msg=f"step {t}")
+        if t % 7 == 0:  # held: the array or a view of one sub-env, with what it held when handed out
+            held = obs["history"] if t % 14 == 0 else obs["history"][t % 4]
+            kept.append((held, held.copy()))
+        handed.append(weakref.ref(obs["history"]))
+        if t == 450:  # a reset in mid-episode clears rows that still hold losses
+            (obs, _), (shared, _) = copying.reset(seed=12), sharing.reset(seed=12)
+        else:
+            actions = random_legal_picks(obs, rng)
+            obs, _, terminated, _, _ = copying.step(actions)
+            shared, *_ = sharing.step(actions)
+            ends += int(terminated.sum())
+        recycled += obs["history"] is handed[-2]() if len(handed) >= 2 else 0
+    for held, snapshot in kept:
+        np.testing.assert_array_equal(held, snapshot)
+    assert ends >= 4, ends  # episodes end and restart along the way
+    assert recycled >= 350, recycled  # every step but those after a held copy reuses the copy of two steps ago
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -18,9 +18,11 @@ drop-in replacement for ``SyncVectorEnv`` over N ``MARA-v0`` envs and returns th
   ``expirations``, ``conflicts`` (and ``repaired``) as (N,) int arrays with ``_key`` masks, and ``episode_metrics`` (a dict of
   (N,) arrays) with mask ``_episode_metrics`` on the steps where sub-envs terminate.
 
-Observations are the ``observation="dict"`` layout of ``MARAEnv`` with a leading N axis; every array is new
-on each call. ``copy=False`` (as ``SyncVectorEnv(copy=False)``) skips copying the largest one, ``history``
-(N·K·H_max floats): it is then the env's own buffer, overwritten by the next ``step`` or ``reset``.
+Observations are the ``observation="dict"`` layout of ``MARAEnv`` with a leading N axis; no later call changes
+an array it returns. ``history`` (N·K·H_max floats, the largest by far) may be one handed out two calls before
+that nothing references any more, brought up to date (:mod:`mara_env.history_copies`), which saves copying
+the whole buffer. ``copy=False`` (as ``SyncVectorEnv(copy=False)``) returns the env's own ``history`` buffer
+instead, overwritten by the next ``step`` or ``reset``.
 
 The settings are those of ``MARAConfig``, ``conflicts="repair"`` included (then ``info["repaired"]`` counts
 the picks moved, as in the single env); ``observation`` and ``flat_history`` must keep their defaults (the

@@ -19,6 +19,9 @@ from collections import deque
 import numpy as np
 
 _ONLY_OURS = 2  # sys.getrefcount of an array held by nothing but the deque (the call's argument is the other)
+# Reference counts say who holds an array on CPython with the GIL; elsewhere (PyPy, free-threaded builds) every
+# copy is a full one.
+COUNTS_REFERENCES = hasattr(sys, "getrefcount") and getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
 class HistoryCopies:
@@ -52,7 +55,7 @@ class HistoryCopies:
         """A copy of ``history`` as it is now, which later changes do not reach."""
         self._intervals.append((self._changed_entries, self._changed_rows))
         self._changed_entries, self._changed_rows = [], []
-        if len(self._handed) == 2 and sys.getrefcount(self._handed[0]) == _ONLY_OURS:
+        if COUNTS_REFERENCES and len(self._handed) == 2 and sys.getrefcount(self._handed[0]) == _ONLY_OURS:
             fresh = self._handed.popleft()  # as ``history`` was two hand-outs ago; the intervals say what changed
             entries, rows = fresh.reshape(-1), fresh.reshape(self._rows.shape)
             for changed_entries, changed_rows in self._intervals:

@@ -10,6 +10,7 @@ from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 import mara_env  # noqa: F401  (registers MARA-v0)
 from curves.bank import load_bank
+from mara_env import history_copies
 from mara_env.bench import fifo_picks, random_legal_picks
 from mara_env.shaping import potential, potential_batch
 from mara_env.tasksets import TASK_SETS
@@ -161,6 +162,20 @@ def test_copied_histories_are_recycled_only_once_nothing_holds_them(bank_dir):
         np.testing.assert_array_equal(held, snapshot)
     assert ends >= 4, ends  # episodes end and restart along the way
     assert recycled >= 350, recycled  # every step but those after a held copy reuses the copy of two steps ago
+
+
+def test_where_reference_counts_say_nothing_every_history_is_a_full_copy(bank_dir, monkeypatch):
+    monkeypatch.setattr(history_copies, "COUNTS_REFERENCES", False)
+    copying = MARAVectorEnv(2, bank=str(bank_dir), **SMALL)
+    sharing = MARAVectorEnv(2, bank=str(bank_dir), copy=False, **SMALL)
+    (obs, _), (shared, _) = copying.reset(seed=4), sharing.reset(seed=4)
+    handed = []
+    for t in range(60):
+        np.testing.assert_array_equal(obs["history"], shared["history"], err_msg=f"step {t}")
+        handed.append(weakref.ref(obs["history"]))
+        obs = copying.step(fifo_picks(obs))[0]
+        shared = sharing.step(fifo_picks(shared))[0]
+        assert all(ref() is not obs["history"] for ref in handed)
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

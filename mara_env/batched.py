@@ -301,8 +301,6 @@ class BatchSimulator:
         glob[:, 1] = self.active / self.num_slots
         glob[:, 2] = self.queue_length / self.num_slots
         glob[:, 3] = self.t / cfg.arrival_window
-        if not copy:
-            self.copies.forget()
         return {"action_mask": mask, "tasks": tasks, "history": self.copies.copy() if copy else self.history,
                 "history_len": self.slot_batches.copy(), "budget": self.slot_budget.astype(np.float32),
                 "global": glob}

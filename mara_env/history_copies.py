@@ -39,17 +39,13 @@ class HistoryCopies:
 
     def wrote(self, entries: np.ndarray) -> None:
         """The owner set these flat entries of ``history``."""
-        self._changed_entries.append(entries)
+        if self._handed:  # only copies already handed out need to know (before the first, nothing is kept)
+            self._changed_entries.append(entries)
 
     def rewrote_rows(self, rows: np.ndarray) -> None:
         """The owner set whole rows (flat indices into the (N·K, H_max) view) of ``history``."""
-        self._changed_rows.append(rows)
-
-    def forget(self) -> None:
-        """Drop what was recorded and the copies handed out (the next :meth:`copy` copies in full)."""
-        self._handed.clear()
-        self._intervals.clear()
-        self._changed_entries, self._changed_rows = [], []
+        if self._handed:
+            self._changed_rows.append(rows)
 
     def copy(self) -> np.ndarray:
         """A copy of ``history`` as it is now, which later changes do not reach."""

@@ -23,7 +23,7 @@ from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection
 from mara_agents.evaluation.figures import plot_load_generalisation
 from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.checkpoint_io import portable_path
-from mara_agents.evaluation.harness import Settings, evaluate
+from mara_agents.evaluation.harness import Settings, evaluate, worker_pool
 from mara_agents.evaluation.methods import MethodError, is_import_path, parse_user_policy, spec_for
 from mara_agents.evaluation.paper import comparison
 from mara_agents.evaluation.predictor_table import predictor_table
@@ -203,13 +203,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _table1(bank: Path, out: Path, cache_path: Path) -> Grid:
-    """Table 1, or an empty table saying why the predictor benchmark could not run (the rest still reports)."""
-    cache = ResultCache(cache_path)
+    """Table 1, or an empty table saying why the predictor benchmark could not run (the rest still reports).
+
+    The benchmark runs in a process of its own: it is the largest step this process would take, and its memory
+    is returned when that process ends.
+    """
     try:
-        return predictor_table(bank, out, cache)
+        with worker_pool(1) as pool:
+            return pool.submit(compute_table1, bank, out, cache_path).result()
     except Exception as exc:  # noqa: BLE001 — reported in the table; must not lose the other experiments
         return Grid("table1", "Table 1. Remaining-resource prediction", "Task set / model", [], [],
                     note=f"Table 1 skipped — the predictor benchmark failed: {type(exc).__name__}: {exc}")
+
+
+def compute_table1(bank: Path, out: Path, cache_path: Path) -> Grid:
+    """:func:`predictor_table` with the result cache at ``cache_path``: what Table 1's process runs."""
+    cache = ResultCache(cache_path)
+    try:
+        return predictor_table(bank, out, cache)
     finally:
         cache.close()
 

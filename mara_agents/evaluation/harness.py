@@ -19,7 +19,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import cache
@@ -249,44 +250,61 @@ def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings:
     requests = list(dict.fromkeys(requests))
     slices = {(ts, load): load_slice(settings, ts, load) for _, ts, load in requests}
     num_nodes = MARAConfig().num_nodes
-    results = Results()
-    runs: list[Availability] = []
+    wanted = []
     for method in dict.fromkeys(m for m, _, _ in requests if m is not None):
         seeds = spec_for(method).seeds
-        for seed in (seeds[: settings.max_seeds] if seeds else (None,)):
-            availability = probe(method, seed)
-            if availability.reason is not None and settings.strict and not availability.optional:
-                raise MethodError(f"{method}{'' if seed is None else f' (seed {seed})'}: {availability.reason}")
-            (runs if availability.reason is None else results.skipped).append(availability)
+        wanted += [(method, seed) for seed in (seeds[: settings.max_seeds] if seeds else (None,))]
+    results = Results()
+    local = settings.jobs > 1 and settings.ray is None
+    with worker_pool(settings.jobs) if local else nullcontext() as pool:
+        runs, results.skipped = _available(wanted, settings.strict, pool)
+        units: list[Unit] = []
+        for targets in slices.values():
+            units += _chunks(BOUNDS, None, targets, [bounds_key(t, settings.bank, num_nodes) for t in targets],
+                             _by_root)
+        for run in runs:
+            targets = [t for m, ts, load in requests if m == run.method for t in slices[ts, load]]
+            units += _chunks(run.method, run.seed, targets, [episode_key(run, t, settings.bank) for t in targets],
+                             _in_batches if run.batched else _by_root)
 
-    units: list[Unit] = []
-    for targets in slices.values():
-        units += _chunks(BOUNDS, None, targets, [bounds_key(t, settings.bank, num_nodes) for t in targets],
-                         _by_root)
-    for run in runs:
-        targets = [t for m, ts, load in requests if m == run.method for t in slices[ts, load]]
-        units += _chunks(run.method, run.seed, targets, [episode_key(run, t, settings.bank) for t in targets],
-                         _in_batches if run.batched else _by_root)
-
-    cache = ResultCache(settings.cache)
-    try:
-        done = cache.get_many(k for unit in units for k in unit.keys)
-        pending = []
-        for unit in units:
-            missing = [(t, k) for t, k in zip(unit.targets, unit.keys) if k not in done]
-            if missing:
-                targets, keys = zip(*missing)
-                pending.append(Unit(unit.method, unit.seed, targets, keys))
-        # Big lock-step units first (a short tail at the end); units on the same episodes next to each other, so
-        # a worker often plays them in a row and reuses the predictor answers it shares among them.
-        pending.sort(key=lambda unit: (-len(unit.keys), unit.targets[0].path, unit.targets[0].index))
-        results.computed = sum(len(u.keys) for u in pending)
-        results.reused = sum(len(u.keys) for u in units) - results.computed
-        _execute(pending, settings, num_nodes, cache, done)
-    finally:
-        cache.close()
+        cache = ResultCache(settings.cache)
+        try:
+            done = cache.get_many(k for unit in units for k in unit.keys)
+            pending = []
+            for unit in units:
+                missing = [(t, k) for t, k in zip(unit.targets, unit.keys) if k not in done]
+                if missing:
+                    targets, keys = zip(*missing)
+                    pending.append(Unit(unit.method, unit.seed, targets, keys))
+            # Big lock-step units first (a short tail at the end); units on the same episodes next to each other,
+            # so a worker often plays them in a row and reuses the predictor answers it shares among them.
+            pending.sort(key=lambda unit: (-len(unit.keys), unit.targets[0].path, unit.targets[0].index))
+            results.computed = sum(len(u.keys) for u in pending)
+            results.reused = sum(len(u.keys) for u in units) - results.computed
+            _execute(pending, settings, num_nodes, cache, done, pool)
+        finally:
+            cache.close()
     results.rows = _rows(units, done)
     return results
+
+
+def _available(wanted: list[tuple[str, int | None]], strict: bool,
+               pool: ProcessPoolExecutor | None) -> tuple[list[Availability], list[Availability]]:
+    """Probe every (method, seed): (those that run, those skipped).  With ``strict``, a method that cannot be
+    built raises :class:`MethodError` (a registered one whose optional extra is missing is skipped anyway).
+
+    With workers, they probe: each keeps what it built for the units it plays, and the main process never
+    builds a policy or imports what one needs (it stays the smallest process).
+    """
+    methods, seeds = [m for m, _ in wanted], [s for _, s in wanted]
+    runs, skipped = [], []
+    for availability in (map if pool is None else pool.map)(probe, methods, seeds):
+        if availability.reason is not None and strict and not availability.optional:
+            seed = availability.seed
+            raise MethodError(f"{availability.method}{'' if seed is None else f' (seed {seed})'}: "
+                              f"{availability.reason}")
+        (runs if availability.reason is None else skipped).append(availability)
+    return runs, skipped
 
 
 def _by_root(targets: list[Target]) -> list[list[int]]:
@@ -309,9 +327,9 @@ def _chunks(method: str, seed: int | None, targets: list[Target], keys: list[str
 
 
 def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: ResultCache,
-             done: dict[str, Any]) -> None:
-    """Run the pending units (in processes when jobs > 1, as Ray tasks with ``ray``), caching each unit's episodes
-    as it finishes."""
+             done: dict[str, Any], pool: ProcessPoolExecutor | None) -> None:
+    """Run the pending units (on the workers of ``pool`` when there is one, as Ray tasks with ``ray``, else
+    here), caching each unit's episodes as it finishes."""
     bank = str(settings.bank)
     bar = tqdm(total=sum(len(u.keys) for u in pending), unit="episode", desc="evaluating", file=sys.stderr,
                disable=not settings.progress or not pending, dynamic_ncols=True)
@@ -326,31 +344,36 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
         if settings.ray is not None:
             from mara_agents.evaluation.ray_executor import run_on_ray
             run_on_ray(pending, bank, num_nodes, settings.ray, settings.jobs, finish)
-            return
-        if settings.jobs <= 1:
+        elif pool is None:
             one_thread()
             try:
                 for unit in pending:
                     finish(unit, run_unit(unit, bank, num_nodes))
             finally:
                 SHARED.close()  # this process goes on to other work: stop sharing, free the answers
-            return
-        # forkserver: workers start from a clean process, not a fork of one that already holds torch threads.
-        context = multiprocessing.get_context("forkserver")
-        pool = ProcessPoolExecutor(settings.jobs, mp_context=context, initializer=_init_worker,
-                                   initargs=(os.getpid(), list(sys.path)))
-        try:
+        else:
             futures = {pool.submit(run_unit, unit, bank, num_nodes): unit for unit in pending}
             while futures:
                 finished, _ = wait(futures, return_when=FIRST_COMPLETED)
                 for future in finished:
                     finish(futures.pop(future), future.result())
-        except BaseException:
-            stop_workers(pool)
-            raise
-        pool.shutdown(wait=True)
     finally:
         bar.close()
+
+
+@contextmanager
+def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
+    """``jobs`` worker processes (one thread each, gone with this process), stopped at once if the block fails
+    or is interrupted, else shut down when it ends."""
+    # forkserver: workers start from a clean process, not a fork of one that already holds torch threads.
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("forkserver"), initializer=_init_worker,
+                               initargs=(os.getpid(), list(sys.path)))
+    try:
+        yield pool
+    except BaseException:
+        stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
 
 
 def stop_workers(pool: ProcessPoolExecutor) -> None:

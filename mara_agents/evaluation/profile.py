@@ -4,8 +4,8 @@
     python -m mara_agents.evaluation.profile table2 --loads 0.04   # any evaluate.py experiments and flags
 
 It runs ``evaluate.py`` with the given arguments (into a new scratch directory unless ``--out`` is given, so
-shipped results are never overwritten) and times every unit of work inside the process that plays it.  The
-peaks are each process's own maximum resident set: ``/usr/bin/time`` on the command reports only the main
+shipped results are never overwritten) and times every unit of work inside the process that plays it, and
+Table 1 inside its own process.  The peaks are each process's own maximum resident set: ``/usr/bin/time`` on the command reports only the main
 process, since the workers are the fork server's children.
 """
 
@@ -22,9 +22,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mara_agents.evaluation import harness
+from mara_agents.evaluation import cli, harness
+from mara_agents.evaluation.grid import Grid
 
 _play_unit = harness.run_unit
+_compute_table1 = cli.compute_table1
 
 
 def timed_run_unit(log: str, unit: harness.Unit, bank: str, num_nodes: int) -> list[dict[str, Any]]:
@@ -37,6 +39,16 @@ def timed_run_unit(log: str, unit: harness.Unit, bank: str, num_nodes: int) -> l
     with open(log, "a", encoding="utf-8") as handle:
         handle.write(line)
     return rows
+
+
+def timed_table1(log: str, bank: Path, out: Path, cache_path: Path) -> Grid:
+    """:func:`cli.compute_table1`, appending (process, CPU s, wall s, peak MiB) of Table 1's process to ``log``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    grid = _compute_table1(bank, out, cache_path)
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(f"{os.getpid()}\t{time.process_time() - cpu:.3f}\t{time.perf_counter() - wall:.3f}\t"
+                     f"{peak_mib()}\n")
+    return grid
 
 
 def peak_mib() -> int:
@@ -61,28 +73,30 @@ def summary(log: Path) -> str:
     lines.append(f"| all units | {sum(e for e, _ in methods.values()):.0f} | {total:.1f} | | |")
     lines.append("")
     lines.append("peak memory of the processes that played units: "
-                 + ", ".join(f"{peak} MiB" for peak in sorted(peaks.values(), reverse=True)))
+                 + (", ".join(f"{peak} MiB" for peak in sorted(peaks.values(), reverse=True)) or "none played one"))
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the evaluation with ``argv`` (evaluate.py's arguments), then print where its time went."""
-    from mara_agents.evaluation.cli import main as evaluate_main
-
     args = list(sys.argv[1:] if argv is None else argv)
     if "--out" not in args:
         args += ["--out", tempfile.mkdtemp(prefix="mara-profile-")]
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mara-profile-") as scratch:
-        log = Path(scratch) / "units.tsv"
+        log, table1_log = Path(scratch) / "units.tsv", Path(scratch) / "table1.tsv"
         log.touch()
         harness.run_unit = partial(timed_run_unit, str(log))
+        cli.compute_table1 = partial(timed_table1, str(table1_log))
         try:
-            status = evaluate_main(args)
+            status = cli.main(args)
         finally:
-            harness.run_unit = _play_unit
-        table = summary(log)
-    print(f"\n{table}; main process {peak_mib()} MiB\nwall time {time.perf_counter() - start:.1f} s")
+            harness.run_unit, cli.compute_table1 = _play_unit, _compute_table1
+        table = f"{summary(log)}; main process {peak_mib()} MiB"
+        for line in table1_log.read_text(encoding="utf-8").splitlines() if table1_log.exists() else ():
+            _, cpu, wall, peak = line.split("\t")
+            table += f"\nTable 1's process: {float(cpu):.1f} CPU s, {float(wall):.1f} s wall, peak {peak} MiB"
+    print(f"\n{table}\nwall time {time.perf_counter() - start:.1f} s")
     return status
 
 

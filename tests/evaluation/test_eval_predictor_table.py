@@ -7,6 +7,9 @@ import math
 import torch
 
 from mara_agents.evaluation.cache import ResultCache
+from mara_agents.evaluation import cli
+from mara_agents.evaluation.cli import _table1
+from mara_agents.evaluation.grid import markdown
 from mara_agents.evaluation.predictor_table import FIGURES, predictor_table
 from mara_agents.predictors.fm.model import FlowMatchingModel
 from mara_agents.predictors.fm.predictor import save_checkpoint
@@ -36,3 +39,18 @@ def test_with_an_fm_checkpoint_the_table_is_cached_and_figure_3_drawn(bank_dir, 
     assert again.cells == first.cells  # latency included: read back, not re-measured
     mae = first.get("ID FM", "MAE").mean
     assert math.isfinite(mae) and mae >= 0
+
+
+def test_table_1_is_computed_in_a_process_of_its_own_and_a_failure_there_is_reported_in_its_note(bank_dir,
+                                                                                                 tmp_path, monkeypatch):
+    def not_here(*args):
+        raise AssertionError("Table 1 computed in the calling process")
+
+    monkeypatch.setattr(cli, "predictor_table", not_here)  # seen by this process only, not by Table 1's own
+    cached = tmp_path / "cache.sqlite"
+    grid = _table1(bank_dir, tmp_path / "out", cached)
+    assert {"ID WLS", "ID FM"} <= set(grid.rows) and not grid.note
+    assert markdown(grid) == markdown(predictor_table(bank_dir, tmp_path / "out", ResultCache(cached)))  # cached
+    failed = _table1(tmp_path / "no-bank", tmp_path / "out", cached)
+    assert not failed.rows and failed.note.startswith("Table 1 skipped — the predictor benchmark failed")
+    assert "no-bank" in failed.note

@@ -1,5 +1,6 @@
 """``python -m mara_agents.evaluation.profile``: the evaluation runs as usual and every played episode is counted
-once, under its method, with the time and peak memory of the process that played it."""
+once, under its method, with the time and peak memory of the process that played it; Table 1's process is
+reported on its own line."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from mara_agents.evaluation.profile import main
 def test_profile_counts_every_episode_under_its_method(bank_dir: Path, workloads_dir: Path, tmp_path: Path,
                                                       capsys):
     out = tmp_path / "out"
-    status = main(["table2", "--quick", "--bank", str(bank_dir), "--workloads", str(workloads_dir),
+    status = main(["table1", "table2", "--quick", "--bank", str(bank_dir), "--workloads", str(workloads_dir),
                    "--out", str(out), "--methods", "fifo", "edf", "--jobs", "2", "--no-progress"])
     printed = capsys.readouterr().out
     assert status == 0
@@ -27,3 +28,5 @@ def test_profile_counts_every_episode_under_its_method(bank_dir: Path, workloads
     peaks = re.search(r"peak memory of the processes that played units: (.*); main process (\d+) MiB", printed)
     assert peaks and 1 <= len(peaks[1].split(", ")) <= 2  # one peak per worker process that played a unit
     assert all(int(peak.removesuffix(" MiB")) > 0 for peak in peaks[1].split(", ")) and int(peaks[2]) > 0
+    table1 = re.search(r"^Table 1's process: [\d.]+ CPU s, [\d.]+ s wall, peak (\d+) MiB$", printed, re.M)
+    assert table1 and int(table1[1]) > 0 and (out / "table1.md").is_file()

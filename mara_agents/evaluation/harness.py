@@ -20,8 +20,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -255,51 +255,57 @@ def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings:
         seeds = spec_for(method).seeds
         wanted += [(method, seed) for seed in (seeds[: settings.max_seeds] if seeds else (None,))]
     results = Results()
-    local = settings.jobs > 1 and settings.ray is None
-    with worker_pool(settings.jobs) if local else nullcontext() as pool:
-        runs, results.skipped = _available(wanted, settings.strict, pool)
-        units: list[Unit] = []
-        for targets in slices.values():
-            units += _chunks(BOUNDS, None, targets, [bounds_key(t, settings.bank, num_nodes) for t in targets],
-                             _by_root)
-        for run in runs:
-            targets = [t for m, ts, load in requests if m == run.method for t in slices[ts, load]]
-            units += _chunks(run.method, run.seed, targets, [episode_key(run, t, settings.bank) for t in targets],
-                             _in_batches if run.batched else _by_root)
+    runs, results.skipped = _available(wanted, settings)
 
-        cache = ResultCache(settings.cache)
-        try:
-            done = cache.get_many(k for unit in units for k in unit.keys)
-            pending = []
-            for unit in units:
-                missing = [(t, k) for t, k in zip(unit.targets, unit.keys) if k not in done]
-                if missing:
-                    targets, keys = zip(*missing)
-                    pending.append(Unit(unit.method, unit.seed, targets, keys))
-            # Big lock-step units first (a short tail at the end); units on the same episodes next to each other,
-            # so a worker often plays them in a row and reuses the predictor answers it shares among them.
-            pending.sort(key=lambda unit: (-len(unit.keys), unit.targets[0].path, unit.targets[0].index))
-            results.computed = sum(len(u.keys) for u in pending)
-            results.reused = sum(len(u.keys) for u in units) - results.computed
-            _execute(pending, settings, num_nodes, cache, done, pool)
-        finally:
-            cache.close()
+    units: list[Unit] = []
+    for targets in slices.values():
+        units += _chunks(BOUNDS, None, targets, [bounds_key(t, settings.bank, num_nodes) for t in targets],
+                         _by_root)
+    for run in runs:
+        targets = [t for m, ts, load in requests if m == run.method for t in slices[ts, load]]
+        units += _chunks(run.method, run.seed, targets, [episode_key(run, t, settings.bank) for t in targets],
+                         _in_batches if run.batched else _by_root)
+
+    cache = ResultCache(settings.cache)
+    try:
+        done = cache.get_many(k for unit in units for k in unit.keys)
+        pending = []
+        for unit in units:
+            missing = [(t, k) for t, k in zip(unit.targets, unit.keys) if k not in done]
+            if missing:
+                targets, keys = zip(*missing)
+                pending.append(Unit(unit.method, unit.seed, targets, keys))
+        # Big lock-step units first (a short tail at the end); units on the same episodes next to each other, so
+        # a worker often plays them in a row and reuses the predictor answers it shares among them.
+        pending.sort(key=lambda unit: (-len(unit.keys), unit.targets[0].path, unit.targets[0].index))
+        results.computed = sum(len(u.keys) for u in pending)
+        results.reused = sum(len(u.keys) for u in units) - results.computed
+        _execute(pending, settings, num_nodes, cache, done)
+    finally:
+        cache.close()
     results.rows = _rows(units, done)
     return results
 
 
-def _available(wanted: list[tuple[str, int | None]], strict: bool,
-               pool: ProcessPoolExecutor | None) -> tuple[list[Availability], list[Availability]]:
-    """Probe every (method, seed): (those that run, those skipped).  With ``strict``, a method that cannot be
-    built raises :class:`MethodError` (a registered one whose optional extra is missing is skipped anyway).
+def _available(wanted: list[tuple[str, int | None]],
+               settings: Settings) -> tuple[list[Availability], list[Availability]]:
+    """Probe every (method, seed): (those that run, those skipped).  With ``settings.strict``, a method that
+    cannot be built raises :class:`MethodError` (a registered one whose optional extra is missing is skipped
+    anyway).
 
-    With workers, they probe: each keeps what it built for the units it plays, and the main process never
-    builds a policy or imports what one needs (it stays the smallest process).
+    Where this process plays the units (one job, no Ray) it probes too, and keeps what it built for them.
+    Otherwise a process of its own probes: neither this process nor the workers then keep the policies built
+    and the modules imported only to probe, and this process stays small.
     """
     methods, seeds = [m for m, _ in wanted], [s for _, s in wanted]
+    if not wanted or (settings.jobs <= 1 and settings.ray is None):
+        probed = list(map(probe, methods, seeds))
+    else:
+        with worker_pool(1) as prober:
+            probed = list(prober.map(probe, methods, seeds))
     runs, skipped = [], []
-    for availability in (map if pool is None else pool.map)(probe, methods, seeds):
-        if availability.reason is not None and strict and not availability.optional:
+    for availability in probed:
+        if availability.reason is not None and settings.strict and not availability.optional:
             seed = availability.seed
             raise MethodError(f"{availability.method}{'' if seed is None else f' (seed {seed})'}: "
                               f"{availability.reason}")
@@ -327,9 +333,9 @@ def _chunks(method: str, seed: int | None, targets: list[Target], keys: list[str
 
 
 def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: ResultCache,
-             done: dict[str, Any], pool: ProcessPoolExecutor | None) -> None:
-    """Run the pending units (on the workers of ``pool`` when there is one, as Ray tasks with ``ray``, else
-    here), caching each unit's episodes as it finishes."""
+             done: dict[str, Any]) -> None:
+    """Run the pending units (in processes when jobs > 1, as Ray tasks with ``ray``), caching each unit's episodes
+    as it finishes."""
     bank = str(settings.bank)
     bar = tqdm(total=sum(len(u.keys) for u in pending), unit="episode", desc="evaluating", file=sys.stderr,
                disable=not settings.progress or not pending, dynamic_ncols=True)
@@ -344,14 +350,16 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
         if settings.ray is not None:
             from mara_agents.evaluation.ray_executor import run_on_ray
             run_on_ray(pending, bank, num_nodes, settings.ray, settings.jobs, finish)
-        elif pool is None:
+            return
+        if settings.jobs <= 1:
             one_thread()
             try:
                 for unit in pending:
                     finish(unit, run_unit(unit, bank, num_nodes))
             finally:
                 SHARED.close()  # this process goes on to other work: stop sharing, free the answers
-        else:
+            return
+        with worker_pool(settings.jobs) as pool:
             futures = {pool.submit(run_unit, unit, bank, num_nodes): unit for unit in pending}
             while futures:
                 finished, _ = wait(futures, return_when=FIRST_COMPLETED)

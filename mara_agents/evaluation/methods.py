@@ -138,8 +138,8 @@ class Availability:
 
 
 def probe(name: str, seed: int | None) -> Availability:
-    """Build the policy in this process (a worker when the evaluation has several; it keeps the build for the
-    units it plays): proves the method can run and yields its checkpoint hash."""
+    """Build the policy in this process (which keeps it for the units it plays): proves the method can run and
+    yields its checkpoint hash."""
     try:
         policy = fresh_policy(name, seed)
         if not (callable(getattr(policy, "act", None)) and callable(getattr(policy, "reset", None))):

@@ -5,7 +5,7 @@
 
 It runs ``evaluate.py`` with the given arguments (into a new scratch directory unless ``--out`` is given, so
 shipped results are never overwritten) and times every unit of work inside the process that plays it, and
-Table 1 inside its own process.  The peaks are each process's own maximum resident set: ``/usr/bin/time`` on the command reports only the main
+the probes and Table 1 inside theirs.  The peaks are each process's own maximum resident set: ``/usr/bin/time`` on the command reports only the main
 process, since the workers are the fork server's children.
 """
 
@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from mara_agents.evaluation import cli, harness
-from mara_agents.evaluation.grid import Grid
 
 _play_unit = harness.run_unit
-_compute_table1 = cli.compute_table1
+# The steps outside the units that may run in processes of their own, timed by :func:`timed_step`.
+_STEPS = {"probing": harness.probe, "Table 1": cli.compute_table1}
 
 
 def timed_run_unit(log: str, unit: harness.Unit, bank: str, num_nodes: int) -> list[dict[str, Any]]:
@@ -41,14 +41,27 @@ def timed_run_unit(log: str, unit: harness.Unit, bank: str, num_nodes: int) -> l
     return rows
 
 
-def timed_table1(log: str, bank: Path, out: Path, cache_path: Path) -> Grid:
-    """:func:`cli.compute_table1`, appending (process, CPU s, wall s, peak MiB) of Table 1's process to ``log``."""
+def timed_step(log: str, step: str, *args: Any) -> Any:
+    """Step ``step`` of :data:`_STEPS` (one probe, Table 1), appending (process, step, CPU s, wall s, peak MiB)
+    to ``log``."""
     wall, cpu = time.perf_counter(), time.process_time()
-    grid = _compute_table1(bank, out, cache_path)
+    result = _STEPS[step](*args)
     with open(log, "a", encoding="utf-8") as handle:
-        handle.write(f"{os.getpid()}\t{time.process_time() - cpu:.3f}\t{time.perf_counter() - wall:.3f}\t"
+        handle.write(f"{os.getpid()}\t{step}\t{time.process_time() - cpu:.3f}\t{time.perf_counter() - wall:.3f}\t"
                      f"{peak_mib()}\n")
-    return grid
+    return result
+
+
+def step_lines(log: Path) -> list[str]:
+    """One line per (step, process) of :func:`timed_step`'s log: its CPU and wall seconds, and the process's
+    peak."""
+    totals: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    for line in log.read_text(encoding="utf-8").splitlines() if log.exists() else ():
+        pid, step, cpu, wall, peak = line.split("\t")
+        total = totals[step, pid]
+        total[0], total[1], total[2] = total[0] + float(cpu), total[1] + float(wall), max(total[2], int(peak))
+    return [f"{step}, process {pid}: {cpu:.1f} CPU s, {wall:.1f} s wall, peak {peak:.0f} MiB"
+            for (step, pid), (cpu, wall, peak) in totals.items()]
 
 
 def peak_mib() -> int:
@@ -84,18 +97,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args += ["--out", tempfile.mkdtemp(prefix="mara-profile-")]
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mara-profile-") as scratch:
-        log, table1_log = Path(scratch) / "units.tsv", Path(scratch) / "table1.tsv"
+        log, steps_log = Path(scratch) / "units.tsv", Path(scratch) / "steps.tsv"
         log.touch()
         harness.run_unit = partial(timed_run_unit, str(log))
-        cli.compute_table1 = partial(timed_table1, str(table1_log))
+        harness.probe = partial(timed_step, str(steps_log), "probing")
+        cli.compute_table1 = partial(timed_step, str(steps_log), "Table 1")
         try:
             status = cli.main(args)
         finally:
-            harness.run_unit, cli.compute_table1 = _play_unit, _compute_table1
-        table = f"{summary(log)}; main process {peak_mib()} MiB"
-        for line in table1_log.read_text(encoding="utf-8").splitlines() if table1_log.exists() else ():
-            _, cpu, wall, peak = line.split("\t")
-            table += f"\nTable 1's process: {float(cpu):.1f} CPU s, {float(wall):.1f} s wall, peak {peak} MiB"
+            harness.run_unit, harness.probe, cli.compute_table1 = _play_unit, _STEPS["probing"], _STEPS["Table 1"]
+        table = "\n".join([f"{summary(log)}; main process {peak_mib()} MiB", *step_lines(steps_log)])
     print(f"\n{table}\nwall time {time.perf_counter() - start:.1f} s")
     return status
 

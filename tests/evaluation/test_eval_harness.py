@@ -119,14 +119,15 @@ def test_unavailable_methods_are_skipped_with_their_reason_unless_strict(bank_di
         evaluate(requests, dataclasses.replace(settings, strict=True))
 
 
-def test_with_workers_the_workers_probe_and_the_main_process_builds_no_policy(bank_dir, workloads_dir, tmp_path):
+def test_with_workers_a_process_of_its_own_probes_and_the_main_process_builds_no_policy(bank_dir, workloads_dir,
+                                                                                         tmp_path):
     from eval_toy_policy import CountingEDF
 
     counting, missing = "eval_toy_policy:CountingEDF", "nowhere.module:Policy"
     settings = make_settings(bank_dir, workloads_dir, tmp_path / "cache.sqlite", jobs=2)
     before = CountingEDF.built
     results = evaluate([(counting, "id", 0.04), (missing, "id", 0.04)], settings)
-    assert CountingEDF.built == before  # built (probed and played) in the workers only
+    assert CountingEDF.built == before  # probed and played in other processes only
     assert len([r for r in results.rows if r["method"] == counting]) == 2
     assert "cannot import module 'nowhere.module'" in {s.method: s.reason for s in results.skipped}[missing]
     with pytest.raises(MethodError, match="nowhere"):

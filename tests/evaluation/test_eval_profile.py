@@ -1,10 +1,11 @@
 """``python -m mara_agents.evaluation.profile``: the evaluation runs as usual and every played episode is counted
-once, under its method, with the time and peak memory of the process that played it; Table 1's process is
-reported on its own line."""
+once, under its method, with the time and peak memory of the process that played it; the processes that
+probe the methods and compute Table 1 are reported on lines of their own."""
 
 from __future__ import annotations
 
 import csv
+import os
 import re
 from pathlib import Path
 
@@ -28,5 +29,7 @@ def test_profile_counts_every_episode_under_its_method(bank_dir: Path, workloads
     peaks = re.search(r"peak memory of the processes that played units: (.*); main process (\d+) MiB", printed)
     assert peaks and 1 <= len(peaks[1].split(", ")) <= 2  # one peak per worker process that played a unit
     assert all(int(peak.removesuffix(" MiB")) > 0 for peak in peaks[1].split(", ")) and int(peaks[2]) > 0
-    table1 = re.search(r"^Table 1's process: [\d.]+ CPU s, [\d.]+ s wall, peak (\d+) MiB$", printed, re.M)
-    assert table1 and int(table1[1]) > 0 and (out / "table1.md").is_file()
+    for step in ("probing", "Table 1"):  # each in a process of its own with two jobs
+        line = re.search(rf"^{step}, process (\d+): [\d.]+ CPU s, [\d.]+ s wall, peak (\d+) MiB$", printed, re.M)
+        assert line and int(line[1]) != os.getpid() and int(line[2]) > 0
+    assert (out / "table1.md").is_file()

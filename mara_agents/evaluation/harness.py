@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
@@ -301,8 +302,12 @@ def _available(wanted: list[tuple[str, int | None]],
     if not wanted or (settings.jobs <= 1 and settings.ray is None):
         probed = list(map(probe, methods, seeds))
     else:
-        with worker_pool(1) as prober:
-            probed = list(prober.map(probe, methods, seeds))
+        try:
+            with worker_pool(1) as prober:
+                probed = list(prober.map(probe, methods, seeds))
+        except BrokenProcessPool as exc:
+            raise MethodError(f"the process that builds the methods to check them ended abruptly ({exc}); "
+                              "`--jobs 1` builds them in this process and shows why") from exc
     runs, skipped = [], []
     for availability in probed:
         if availability.reason is not None and settings.strict and not availability.optional:
@@ -359,12 +364,16 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
             finally:
                 SHARED.close()  # this process goes on to other work: stop sharing, free the answers
             return
-        with worker_pool(settings.jobs) as pool:
-            futures = {pool.submit(run_unit, unit, bank, num_nodes): unit for unit in pending}
-            while futures:
-                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    finish(futures.pop(future), future.result())
+        try:
+            with worker_pool(settings.jobs) as pool:
+                futures = {pool.submit(run_unit, unit, bank, num_nodes): unit for unit in pending}
+                while futures:
+                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        finish(futures.pop(future), future.result())
+        except BrokenProcessPool as exc:
+            raise MethodError(f"a worker process ended abruptly ({exc}); the episodes finished so far are cached; "
+                              "`--jobs 1` plays in this process and shows why") from exc
     finally:
         bar.close()
 

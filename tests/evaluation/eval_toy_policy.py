@@ -64,3 +64,17 @@ class ThreadProbe(EDFPolicy):
 
         with open(self.path, "a") as handle:
             handle.write(f"{os.getpid()} {torch.get_num_threads()}\n")
+
+
+class DiesWhenBuilt(EDFPolicy):
+    """EDF whose constructor ends its process at once (as a crash in native code would)."""
+
+    def __init__(self) -> None:
+        os._exit(3)
+
+
+class DiesWhenActing(EDFPolicy):
+    """EDF that ends its process at its first step (as a crash in native code would)."""
+
+    def act(self, observation):
+        os._exit(3)

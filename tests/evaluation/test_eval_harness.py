@@ -134,6 +134,14 @@ def test_with_workers_a_process_of_its_own_probes_and_the_main_process_builds_no
         evaluate([(missing, "id", 0.04)], dataclasses.replace(settings, strict=True))
 
 
+def test_a_probing_or_worker_process_that_dies_is_one_clear_error(bank_dir, workloads_dir, tmp_path):
+    settings = make_settings(bank_dir, workloads_dir, tmp_path / "cache.sqlite", jobs=2)
+    with pytest.raises(MethodError, match="builds the methods to check them ended abruptly.*--jobs 1"):
+        evaluate([("eval_toy_policy:DiesWhenBuilt", "id", 0.04)], settings)
+    with pytest.raises(MethodError, match="a worker process ended abruptly.*cached.*--jobs 1"):
+        evaluate([("fifo", "id", 0.04), ("eval_toy_policy:DiesWhenActing", "id", 0.04)], settings)
+
+
 def test_a_registered_method_whose_optional_extra_is_missing_is_skipped_even_when_strict(bank_dir, workloads_dir,
                                                                                        tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "sb3_contrib", None)  # import sb3_contrib now raises ImportError

@@ -3,10 +3,14 @@
 The unit of work is one method run (method, training seed) on one root of one workload file; the unit of
 caching is one episode.  Every episode is played with a fresh copy of the policy (see
 :mod:`~mara_agents.evaluation.methods`), so its result does not depend on which process played it or in which
-order — a parallel run, a serial run and a resumed run give the same numbers bit for bit.  A policy that offers ``act_batch`` (see :func:`~mara_agents.policy.is_batched`)
-instead plays up to :data:`LOCKSTEP_BATCH` episodes — across roots, loads and task sets — in lock-step, one
-call per step for all of them, which amortises a neural policy's per-call overhead (its results equal the
-episode-by-episode ones up to floating-point effects of batching).
+order — a parallel run, a serial run and a resumed run give the same numbers bit for bit.  A policy that
+offers ``act_batch`` (see :func:`~mara_agents.policy.is_batched`) instead plays up to :data:`LOCKSTEP_BATCH`
+episodes — across roots, loads and task sets — in lock-step, one call per step for all of them, which
+amortises a neural policy's per-call overhead (its results equal the episode-by-episode ones up to
+floating-point effects of batching).
+
+With several jobs the units run in worker processes; the probes (:func:`_available`) and Table 1 run in
+processes of their own, so the main process builds no policy.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@
 
 It runs ``evaluate.py`` with the given arguments (into a new scratch directory unless ``--out`` is given, so
 shipped results are never overwritten) and times every unit of work inside the process that plays it, and
-the probes and Table 1 inside theirs.  The peaks are each process's own maximum resident set: ``/usr/bin/time`` on the command reports only the main
-process, since the workers are the fork server's children.
+the probes and Table 1 inside theirs.  The peaks are each process's own maximum resident set:
+``/usr/bin/time`` on the command reports only the main process, since the workers are the fork server's
+children.
 """
 
 from __future__ import annotations

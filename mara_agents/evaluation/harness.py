@@ -386,8 +386,12 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
 def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
     """``jobs`` worker processes (one thread each, gone with this process), stopped at once if the block fails
     or is interrupted, else shut down when it ends."""
-    # forkserver: workers start from a clean process, not a fork of one that already holds torch threads.
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("forkserver"), initializer=_init_worker,
+    # forkserver: workers start from a clean process, not a fork of one that already holds torch threads.  The
+    # fork server imports this module (and so torch) once, before any thread starts, and every worker is a fork
+    # of it: a worker starts in milliseconds instead of importing torch for a second or two.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker,
                                initargs=(os.getpid(), list(sys.path)))
     try:
         yield pool

@@ -23,7 +23,7 @@ from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection
 from mara_agents.evaluation.figures import plot_load_generalisation
 from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.checkpoint_io import portable_path
-from mara_agents.evaluation.harness import Settings, evaluate, worker_pool
+from mara_agents.evaluation.harness import Settings, evaluate
 from mara_agents.evaluation.methods import MethodError, is_import_path, parse_user_policy, spec_for
 from mara_agents.evaluation.paper import comparison
 from mara_agents.evaluation.predictor_table import predictor_table
@@ -31,6 +31,7 @@ from mara_agents.evaluation.ray_executor import LOCAL, RayEvaluationError, requi
 from mara_agents.evaluation.report import (machine_description, readme_results, skipped_lines, sorted_rows,
                                            splice_readme, write_all)
 from mara_agents.evaluation.sanity import violations
+from mara_agents.evaluation.workers import worker_pool
 from mara_env.fixed_workloads import EPISODES_PER_ROOT, EVAL_LOADS, EVAL_TASK_SETS, ROOTS, WORKLOAD_DIR
 
 EXPERIMENTS = ("table1", "table2", "table3", "fig4", "table4", "table5", "families", "clairvoyant", "compare")

@@ -9,24 +9,18 @@ episodes — across roots, loads and task sets — in lock-step, one call per st
 amortises a neural policy's per-call overhead (its results equal the episode-by-episode ones up to
 floating-point effects of batching).
 
-With several jobs the units run in worker processes; the probes (:func:`_available`) and Table 1 run in
-processes of their own, so the main process builds no policy.
+With several jobs the units run in worker processes (:mod:`~mara_agents.evaluation.workers`); the probes
+(:func:`_available`) and Table 1 run in processes of their own, so the main process builds no policy.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import multiprocessing
-import os
-import signal
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -41,6 +35,7 @@ from mara_agents.evaluation.families import family_counts, played_families, vect
 from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulator_fingerprint, source_fingerprint
 from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, fresh_policy, is_batched,
                                            probe, spec_for)
+from mara_agents.evaluation.workers import one_thread, worker_pool
 from mara_agents.predictors.shared import SHARED
 from mara_agents.runner import play_episode, play_vector_lockstep
 from mara_env.config import MARAConfig
@@ -203,46 +198,6 @@ def release_free_heap() -> None:
         trim(0)
 
 
-def one_thread() -> None:
-    """One torch (and BLAS) thread in this process: ``--jobs N`` means N threads in all."""
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[name] = "1"
-    import torch
-    torch.set_num_threads(1)
-
-
-def _parent_alive(pid: int) -> bool:
-    """Whether process ``pid`` is running (a zombie — killed, not yet reaped — counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def _exit_with(parent: int) -> None:
-    """Watchdog thread of a worker: end this process as soon as the evaluation's main process is gone, so a
-    killed evaluation (even ``kill -9``) leaves no workers behind."""
-    while _parent_alive(parent):
-        time.sleep(0.5)
-    os._exit(1)
-
-
-def _init_worker(parent: int, path: list[str]) -> None:
-    """Worker set-up: the main process's import path (user policies in the current directory), one thread,
-    SIGINT left to the main process (which stops the workers), and the parent watchdog."""
-    sys.path[:] = path
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    one_thread()
-    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
-
-
 # ---------------------------------------------------------------------------------------------- driver
 def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings: Settings) -> Results:
     """Evaluate every requested (method, task set, load) plus the bounds of each task set and load.
@@ -380,36 +335,6 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
                               "`--jobs 1` plays in this process and shows why") from exc
     finally:
         bar.close()
-
-
-@contextmanager
-def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
-    """``jobs`` worker processes (one thread each, gone with this process), stopped at once if the block fails
-    or is interrupted, else shut down when it ends."""
-    # forkserver: workers start from a clean process, not a fork of one that already holds torch threads.  The
-    # fork server imports this module (and so torch) once, before any thread starts, and every worker is a fork
-    # of it: a worker starts in milliseconds instead of importing torch for a second or two.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker,
-                               initargs=(os.getpid(), list(sys.path)))
-    try:
-        yield pool
-    except BaseException:
-        stop_workers(pool)
-        raise
-    pool.shutdown(wait=True)
-
-
-def stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Cancel what is queued and terminate the workers now (an interrupted evaluation must not wait for, or
-    leave behind, workers in the middle of a unit)."""
-    workers = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for worker in workers:
-        worker.terminate()
-    for worker in workers:
-        worker.join(timeout=5)
 
 
 def _rows(units: list[Unit], done: dict[str, Any]) -> list[dict[str, Any]]:

@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from curves import ray_support
-from mara_agents.evaluation.harness import BOUNDS, Unit, run_unit, one_thread
+from mara_agents.evaluation.harness import BOUNDS, Unit, run_unit
+from mara_agents.evaluation.workers import one_thread
 
 LOCAL = "local"  # the --ray value (and Ray's own address) that asks for a new local Ray, not a cluster
 RETRIES = 2  # Ray resubmits a task whose worker died this many times

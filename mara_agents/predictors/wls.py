@@ -25,6 +25,7 @@ from mara_agents.predictors.base import Prediction, PredictorQuery, capped_remai
 
 GAMMA = 0.9
 RIDGE = 1e-6
+_NUMPY_PAIRWISE_BLOCK = 128  # the longest row NumPy sums without splitting it (PW_BLOCKSIZE)
 _MAX_LOG_BATCHES = 50.0  # exp(50) batches is "never"; keeps exp() finite before the cap is applied
 
 
@@ -77,6 +78,28 @@ def forgetting_weights(length: np.ndarray, width: int, gamma: float = GAMMA) -> 
     return _design(width, gamma).weights[_rows(length, width)]
 
 
+def summed_width(width: int, needed: int) -> int:
+    """The narrowest prefix of a row of ``width`` entries, covering the first ``needed``, whose NumPy sum
+    equals the whole row's bit for bit whenever the entries past ``needed`` are zero.
+
+    NumPy sums a contiguous float row pairwise: a row of more than 128 entries is split at half its length,
+    rounded down to a multiple of 8, and the two halves are summed the same way; a row of 8 to 128 entries is
+    added into 8 interleaved partial sums, combined as a tree, and the entries past the last whole group of
+    8 are added after.  A prefix that is a left half in that recursion, or a multiple of 8 within the final
+    block's whole groups, sees the same additions in the same order; the zeros it leaves out add nothing.
+    ``tests/predictors/test_wls.py`` checks this against ``np.sum`` for every ``needed`` at several widths.
+    """
+    while width > _NUMPY_PAIRWISE_BLOCK:
+        half = width // 2 - (width // 2) % 8
+        if needed > half:
+            return width
+        width = half
+    whole_groups = width - width % 8
+    if width < 8 or needed > whole_groups:
+        return width
+    return max(8, -(-needed // 8) * 8)
+
+
 def fit_power_law(history: np.ndarray, length: np.ndarray, gamma: float = GAMMA,
                   ridge: float = RIDGE) -> tuple[np.ndarray, np.ndarray]:
     """Weighted ridge fit of log L = log a − b log s; returns (log a, b), one per row.
@@ -84,12 +107,18 @@ def fit_power_law(history: np.ndarray, length: np.ndarray, gamma: float = GAMMA,
     With weighted means x̄, ȳ of x = log s, y = log L, the closed form is
     −b = Σw(x−x̄)(y−ȳ) / (Σw(x−x̄)² + λ) and log a = ȳ + b x̄.  The terms that depend only on the observed
     count (w, x̄, x − x̄, Σw(x−x̄)²) are looked up per count (:func:`_design`); only the y terms are computed.
+
+    Only the first :func:`summed_width` columns are read: every term past the longest row is an exact zero,
+    and NumPy's pairwise sums over that prefix add the same numbers in the same tree as over the whole width,
+    so the result is bit-identical to the full-width computation at a fraction of its cost (most histories
+    are far shorter than the bank's longest curve).
     """
     width = history.shape[1]
     rows = _rows(length, width)
     design = _design(width, gamma)
-    weights, observed, dx = design.weights[rows], design.observed[rows], design.dx[rows]
-    y = np.log(np.where(observed, history, 1.0).astype(np.float64))
+    cut = summed_width(width, int(rows.max(initial=0)))
+    weights, observed, dx = (table[:, :cut][rows] for table in (design.weights, design.observed, design.dx))
+    y = np.log(np.where(observed, history[:, :cut], 1.0).astype(np.float64))
     y_mean = (weights * y).sum(axis=1)
     dy = np.where(observed, y - y_mean[:, None], 0.0)
     slope = (weights * dx * dy).sum(axis=1) / (design.sxx[rows] + ridge)

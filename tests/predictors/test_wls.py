@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from mara_agents.predictors import base
 from mara_agents.predictors.base import PredictorQuery
-from mara_agents.predictors.wls import GAMMA, WLSPredictor, fit_power_law, forgetting_weights
+from mara_agents.predictors.wls import GAMMA, WLSPredictor, fit_power_law, forgetting_weights, summed_width
 
 
 def query(curves: list[np.ndarray], eps: float, cap: float = 1e4) -> PredictorQuery:
@@ -74,6 +74,38 @@ def test_the_fit_equals_the_closed_form_over_the_padded_matrix_bit_for_bit(width
     expected_log_a, expected_b = closed_form_fit(history, length)
     assert np.array_equal(log_a.view(np.uint64), expected_log_a.view(np.uint64))
     assert np.array_equal(b.view(np.uint64), expected_b.view(np.uint64))
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 13, 100, 128, 129, 136, 300, 700, 1000, 2053])
+def test_the_summed_prefix_sums_as_numpy_sums_the_whole_row_bit_for_bit(width):
+    # The fit reads only summed_width() columns; that is exact only if NumPy's row sum over the prefix adds
+    # the same numbers in the same order as over the whole row.  Checked for every needed count, on rows whose
+    # entries past it are zero, as the fit's terms are.
+    needed = np.arange(width + 1)
+    values = np.random.default_rng(width).normal(size=(width + 1, width)) * 10.0 ** np.arange(-3, 4)[
+        np.arange(width) % 7]
+    rows = np.where(np.arange(width)[None, :] < needed[:, None], values, 0.0)
+    for count, row in zip(needed, rows):
+        cut = summed_width(width, int(count))
+        assert count <= cut <= width
+        assert row[:cut].sum().tobytes() == row.sum().tobytes(), (width, count, cut)
+    assert summed_width(width, 0) <= min(width, 8)
+
+
+def test_the_fit_reads_far_fewer_columns_than_the_history_holds_for_short_rows():
+    assert summed_width(700, 101) == 168 and summed_width(700, 30) == 32 and summed_width(700, 345) == 700
+
+
+def test_the_fit_equals_the_closed_form_for_every_longest_count_at_the_banks_width():
+    width = 700
+    rng = np.random.default_rng(7)
+    for longest in range(0, width + 1, 3):
+        length = np.array([longest, longest // 2, min(longest, 4), 0])
+        noise = rng.uniform(0.5, 2.0, (length.size, width))
+        history = np.where(np.arange(width)[None, :] < length[:, None], noise, 0.0).astype(np.float32)
+        log_a, b = fit_power_law(history, length)
+        expected_log_a, expected_b = closed_form_fit(history, length)
+        assert log_a.tobytes() == expected_log_a.tobytes() and b.tobytes() == expected_b.tobytes(), longest
 
 
 @settings(max_examples=20, deadline=None)

@@ -280,8 +280,8 @@ def train(config: FMTrainConfig) -> TrainResult:
         remove_run_state(last)
     torch.set_num_threads(config.threads)
     device = torch.device(config.device)
+    bank = load_bank(config.bank)  # first: a missing bank is one clear BankError
     bank_sha256 = bank_checksum(config.bank)
-    bank = load_bank(config.bank)
     train_set = id_curve_set(bank, "train", config.min_prefix)
     val_set = id_curve_set(bank, "val", config.min_prefix)
     data_sha256 = curves_checksum(train_set, val_set)

@@ -65,7 +65,8 @@ TRAIN_CASES = [
     (["fm", "--lr", "-1"], ["lr", "-1"]),
     (["fm", "--min-prefix", "2"], ["min_prefix", "2"]),
     (["fm", "--threads", "0"], ["threads", "0"]),
-    (["fm", "--bank", "/no/such/bank", "--run-dir", "{tmp}/fm"], ["/no/such/bank"]),
+    (["fm", "--bank", "/no/such/bank", "--run-dir", "{tmp}/fm"], ["/no/such/bank", "manifest not found"]),
+    (["mat", "--bank", "/no/such/bank", "--run-dir", "{tmp}/mat"], ["/no/such/bank", "manifest not found"]),
     (["nonsense"], ["fm,mat"]),
 ]
 

@@ -92,7 +92,7 @@ def test_the_summed_prefix_sums_as_numpy_sums_the_whole_row_bit_for_bit(width):
     assert summed_width(width, 0) <= min(width, 8)
 
 
-def test_the_fit_reads_far_fewer_columns_than_the_history_holds_for_short_rows():
+def test_the_summed_prefix_is_far_narrower_than_the_history_for_short_rows():
     assert summed_width(700, 101) == 168 and summed_width(700, 30) == 32 and summed_width(700, 345) == 700
 
 

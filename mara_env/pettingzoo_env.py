@@ -91,7 +91,7 @@ class _NodeSpaces:
 
     def _node_mask(self, node: int, picks: list[int]) -> np.ndarray:
         """Idle and occupied slots, less the slots earlier nodes took this cycle (paper Eq. 2)."""
-        mask = np.concatenate([[1], self.engine.sim.slot_task >= 0]).astype(np.int8)
+        mask = self.engine.sim.slot_mask()
         for pick in picks[:node]:
             if pick > 0:
                 mask[pick] = 0
@@ -103,8 +103,7 @@ class _NodeSpaces:
         if mode == "dict":
             views = {}
             for agent in agents:
-                obs = self.engine.sim.observation()
-                del obs["action_mask"]
+                obs = self.engine.sim.observation(action_mask=False)
                 obs["picks"] = np.asarray(picks, dtype=np.int64)
                 views[agent] = {"observation": obs, "action_mask": self._node_mask(self.agent_index[agent], picks)}
             return views

@@ -228,15 +228,25 @@ class Simulator:
         tasks = self.slot_task[self.slot_task >= 0]
         return potential(self.progress_table[tasks, self.batches[tasks]])
 
-    def observation(self) -> dict[str, np.ndarray]:
-        """The Gymnasium observation; every array is new, so callers may keep or modify it.
+    def observation(self, *, action_mask: bool = True) -> dict[str, np.ndarray]:
+        """The Gymnasium observation (without its ``action_mask`` when the caller builds its own, as the AEC
+        env does per node); every array is new, so callers may keep or modify it.
 
         It is built once per simulator state (each ``load`` and ``step`` starts a new one) and copied on
         each call: the AEC env asks for it once per node turn.
         """
+        return {key: value.copy() for key, value in self._current_observation().items()
+                if action_mask or key != "action_mask"}
+
+    def slot_mask(self) -> np.ndarray:
+        """(K + 1,) int8, new on each call: 1 for idle (index 0) and for every occupied slot, 0 for empty
+        slots; one row of the observation's ``action_mask``."""
+        return self._current_observation()["action_mask"][0].copy()
+
+    def _current_observation(self) -> dict[str, np.ndarray]:
         if self._observed is None:
             self._observed = self._build_observation()
-        return {key: value.copy() for key, value in self._observed.items()}
+        return self._observed
 
     def _build_observation(self) -> dict[str, np.ndarray]:
         occupied = self.slot_task >= 0

@@ -48,6 +48,23 @@ def test_aec_mask_excludes_slots_taken_by_earlier_nodes(bank_dir):
     assert second[0] == 1 and second.sum() == first.sum() - 1
 
 
+def test_aec_views_are_new_arrays_a_caller_may_modify(bank_dir):
+    env = mara_env.env(bank=str(bank_dir), arrival_prob=1.0)
+    env.reset(seed=0)
+    first = env.observe("node_0")
+    occupied = env.unwrapped.engine.sim.slot_task >= 0
+    assert first["action_mask"].tolist() == [1] + occupied.astype(int).tolist()
+    assert "action_mask" not in first["observation"]
+    before = {key: value.copy() for key, value in first["observation"].items()}
+    first["action_mask"][:] = 0
+    for value in first["observation"].values():
+        value[...] = -7
+    again = env.observe("node_0")
+    assert again["action_mask"].tolist() == [1] + occupied.astype(int).tolist()
+    for key, value in before.items():
+        np.testing.assert_array_equal(again["observation"][key], value)
+
+
 def _gym_trajectory(bank_dir, policy, seed):
     env = gym.make("MARA-v0", bank=str(bank_dir), arrival_prob=0.1, disable_env_checker=True)
     obs, _ = env.reset(seed=seed)

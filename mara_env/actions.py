@@ -45,6 +45,8 @@ def repair_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
     """
     picks = np.asarray(picks)
     occupied = np.asarray(occupied, dtype=bool)
+    if picks.ndim == 1:
+        return np.array(_repair_one(picks.tolist(), occupied.tolist()), dtype=np.int64)
     num_slots = occupied.shape[-1]
     flat_picks = picks.reshape(-1, picks.shape[-1]).astype(np.int64)
     stands = standing_picks(flat_picks, occupied.reshape(-1, num_slots))
@@ -65,6 +67,30 @@ def repair_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
         repaired[found, node] = slot[found] + 1
         free[rows[found], slot[found]] = False
     return repaired.reshape(picks.shape)
+
+
+def _repair_one(picks: list[int], occupied: list[bool]) -> list[int]:
+    """:func:`repair_picks` of one joint action in plain Python: the single env's step calls it, and a few
+    list operations cost a small fraction of the array version's per-node NumPy calls on one row.
+    ``tests/env/test_actions.py`` checks that both give the same picks."""
+    num_slots = len(occupied)
+    free = list(occupied)
+    stands = []
+    for pick in picks:
+        stands.append(pick > 0 and free[pick - 1])
+        if stands[-1]:
+            free[pick - 1] = False
+    repaired = []
+    for pick, stand in zip(picks, stands):
+        if stand or pick == 0:
+            repaired.append(pick)
+            continue
+        after = ((pick - 1 + offset) % num_slots for offset in range(num_slots))  # slots from the pick onwards
+        slot = next((candidate for candidate in after if free[candidate]), None)
+        if slot is not None:
+            free[slot] = False
+        repaired.append(0 if slot is None else slot + 1)
+    return repaired
 
 
 def scores_to_picks(scores: np.ndarray, occupied: np.ndarray, num_nodes: int) -> np.ndarray:

@@ -42,12 +42,12 @@ def history_log_ratios(history: np.ndarray, history_len: np.ndarray, points: int
 
     ``history`` is ``(..., K, H_max)`` (column s − 1 holds L(s)), ``history_len`` is s per slot.
     """
-    history = np.asarray(history, dtype=np.float64)
     length = np.asarray(history_len, dtype=np.int64)[..., None]
-    back = np.arange(1, points + 1)
-    current = np.take_along_axis(history, np.maximum(length - 1, 0), axis=-1)
-    earlier_index = length - 1 - back
-    earlier = np.take_along_axis(history, np.maximum(earlier_index, 0), axis=-1)
+    index = length - 1 - np.arange(points + 1)  # the current loss's column, then the H before it
+    # One gather, then float64: the conversion is exact, so converting only the gathered entries gives the
+    # same ratios as converting the whole buffer.
+    gathered = np.take_along_axis(np.asarray(history), np.maximum(index, 0), axis=-1).astype(np.float64)
+    current, earlier, earlier_index = gathered[..., :1], gathered[..., 1:], index[..., 1:]
     ratios = np.log(np.maximum(earlier, _TINY) / np.maximum(current, _TINY))
     ratios = np.where(earlier_index >= 0, ratios, 0.0)
     return np.clip(ratios, -VALUE_BOUND, VALUE_BOUND).astype(np.float32)

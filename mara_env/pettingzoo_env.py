@@ -46,6 +46,7 @@ class _NodeSpaces:
         self.max_cycles = max_cycles
         self.agent_reward = agent_reward
         self.np_random, _ = seeding.np_random(None)
+        self._flat: tuple[int, np.ndarray] | None = None  # (simulator state index, its flat vector)
         m, k = self.config.num_nodes, self.config.max_active
         self.possible_agents = [f"node_{i}" for i in range(m)]
         self.agent_index = {agent: i for i, agent in enumerate(self.possible_agents)}
@@ -107,7 +108,7 @@ class _NodeSpaces:
                 obs["picks"] = np.asarray(picks, dtype=np.int64)
                 views[agent] = {"observation": obs, "action_mask": self._node_mask(self.agent_index[agent], picks)}
             return views
-        shared = flatten_observation(self.engine.sim.observation(), self.config.flat_history)
+        shared = self._shared_flat()
         m = len(self.possible_agents)
         flats = {a: np.concatenate([shared, node_one_hot(self.agent_index[a], m)]) for a in agents}
         if mode == "flat":
@@ -115,6 +116,15 @@ class _NodeSpaces:
         return {a: {"observations": flats[a],
                     "action_mask": self._node_mask(self.agent_index[a], picks)}
                 for a in agents}
+
+    def _shared_flat(self) -> np.ndarray:
+        """The flat vector of the simulator's state, computed once per state: every node of an AEC cycle sees
+        the same state, and each node's vector is a new array (this one plus its one-hot)."""
+        sim = self.engine.sim
+        if self._flat is None or self._flat[0] != sim.state_index:
+            self._flat = (sim.state_index, flatten_observation(sim.observation(action_mask=False),
+                                                               self.config.flat_history))
+        return self._flat[1]
 
     def _mask_info(self, agent: str, picks: list[int]) -> dict[str, Any]:
         """With ``observation="flat"`` the mask travels in ``infos[agent]["action_mask"]`` (PettingZoo's

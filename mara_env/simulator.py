@@ -53,6 +53,9 @@ class Simulator:
         self.num_nodes = config.num_nodes
         self.num_slots = config.max_active
         self.history_width = bank.max_length
+        # Counts the states this simulator has been in: each load and each step starts a new one. Front ends
+        # key what they derive from a state (the PettingZoo envs' flat vector) on it.
+        self.state_index = 0
 
     # ------------------------------------------------------------------ episode start
     def load(self, episode: Episode) -> None:
@@ -110,6 +113,7 @@ class Simulator:
         self._admit()
         self.phi = self.potential()
         self._observed: dict[str, np.ndarray] | None = None
+        self.state_index += 1
 
     # ------------------------------------------------------------------ dynamics
     def step(self, picks: list[int]) -> StepOutcome:
@@ -145,6 +149,7 @@ class Simulator:
         self._admit()
         phi_before, self.phi = self.phi, self.potential()
         self._observed = None
+        self.state_index += 1
         return StepOutcome(successes, expirations, conflicts, self.last_served, phi_before, self.phi,
                            self.terminated)
 

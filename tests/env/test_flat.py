@@ -104,3 +104,26 @@ def test_aec_flat_mask_in_infos_excludes_slots_taken_earlier_in_the_cycle(bank_d
     env.step(slot)
     second = env.last()[4]["action_mask"]
     assert env.agent_selection == "node_1" and first[slot] == 1 and second[slot] == 0
+
+
+@pytest.mark.parametrize("observation", ["flat", "rllib"])
+def test_aec_flat_vector_follows_the_state_through_steps_and_resets(bank_dir, observation):
+    """Every node turn sees the flat vector of the state it acts in (the env computes it once per state), as
+    a new array: the same vector as the Gymnasium env playing the same picks, plus the node's one-hot."""
+    kwargs = {"bank": str(bank_dir), "arrival_prob": 0.5, "observation": "flat"}
+    env = mara_env.env(**{**kwargs, "observation": observation})
+    gym_env = gym.make("MARA-v0", disable_env_checker=True, **kwargs)
+    rng = np.random.default_rng(0)
+    for seed in (3, 4):  # a second episode: the vector must not carry over from the first
+        env.reset(seed=seed)
+        shared, _ = gym_env.reset(seed=seed)
+        for _ in range(12):
+            picks = rng.integers(0, 11, size=7)
+            for node, agent in enumerate(env.possible_agents):
+                view = env.observe(agent)
+                vector = view if observation == "flat" else view["observations"]
+                np.testing.assert_array_equal(vector[:shared.size], shared)
+                np.testing.assert_array_equal(vector[shared.size:], np.eye(7, dtype=np.float32)[node])
+                vector[:] = -1.0  # a caller's change reaches no later view
+                env.step(int(picks[node]))
+            shared, *_ = gym_env.step(picks)

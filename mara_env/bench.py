@@ -4,6 +4,9 @@ Prints one line per figure:
 
 * the Gymnasium env (``gym.make``) under a FIFO rule and under random legal matchings, steps/s;
 * the PettingZoo AEC env under the same two rules, node turns/s;
+* the settings other RL libraries use (``docs/environment.md``), with the precomputed matching below: the gym
+  env with ``observation="flat", conflicts="repair"`` (sb3-contrib, SuperSuit) and the AEC env with
+  ``observation="rllib"`` (RLlib);
 * the native vector env (``gym.make_vec(..., vectorization_mode="vector_entry_point")``) at N = 1, 4, 16, 64
   and 256, env steps/s, with precomputed actions (node i serves slot i + 1 — a matching, so nothing but the
   simulator is timed), the same with ``copy=False`` (the history buffer is not copied), and with the FIFO
@@ -92,10 +95,10 @@ class Rate:
         return f"{wall:11,.0f} {unit}/s wall, {cpu:11,.0f} {unit}/s CPU"
 
 
-def single_env(bank: str | None, rule: Rule | None, steps: int) -> Rate:
-    """``steps`` steps of ``gym.make("MARA-v0")``; ``rule`` maps one observation to an action (``None``:
-    the precomputed matching)."""
-    env = gym.make("MARA-v0", bank=bank, disable_env_checker=True)
+def single_env(bank: str | None, rule: Rule | None, steps: int, **options: str) -> Rate:
+    """``steps`` steps of ``gym.make("MARA-v0", **options)``; ``rule`` maps one observation to an action
+    (``None``: the precomputed matching)."""
+    env = gym.make("MARA-v0", bank=bank, disable_env_checker=True, **options)
     fixed = np.arange(1, env.unwrapped.config.num_nodes + 1) % (env.unwrapped.config.max_active + 1)
     obs, _ = env.reset(seed=0)
     with Rate() as rate:
@@ -107,18 +110,20 @@ def single_env(bank: str | None, rule: Rule | None, steps: int) -> Rate:
     return rate
 
 
-def aec_env(bank: str | None, rule: Rule, turns: int) -> Rate:
-    """``turns`` node turns of the AEC env; each cycle's joint action comes from ``rule`` on node 0's view."""
-    env = mara_env.env(bank=bank)
+def aec_env(bank: str | None, rule: Rule | None, turns: int, **options: str) -> Rate:
+    """``turns`` node turns of ``mara_env.env(**options)``; each cycle's joint action comes from ``rule`` on
+    node 0's view (``None``: the precomputed matching, which any observation format allows)."""
+    env = mara_env.env(bank=bank, **options)
     env.reset(seed=0)
     node_of = {agent: i for i, agent in enumerate(env.possible_agents)}
-    done, joint = 0, None
+    done = 0
+    joint = np.arange(1, len(env.possible_agents) + 1) % (env.unwrapped.config.max_active + 1)
     with Rate() as rate:
         while done < turns:
             for agent in env.agent_iter():
                 obs, _, terminated, truncated, _ = env.last()
                 node = node_of[agent]
-                if node == 0:
+                if node == 0 and rule is not None:
                     inner = obs["observation"]
                     batched = {**{key: value[None] for key, value in inner.items()},
                                "action_mask": np.broadcast_to(obs["action_mask"], (1, len(env.possible_agents),
@@ -161,6 +166,10 @@ def run(bank: str | None, steps: int, emit: Callable[[str], None], sizes: tuple[
     turns = steps * 7
     emit(f"AEC env, FIFO rule:               {aec_env(bank, fifo_picks, turns).text(turns, 'node turns')}")
     emit(f"AEC env, random legal matchings:  {aec_env(bank, random_rule, turns).text(turns, 'node turns')}")
+    library = single_env(bank, None, steps, observation="flat", conflicts="repair")
+    emit(f"gym env, flat+repair, precomputed:{library.text(steps, 'steps')}")
+    library = aec_env(bank, None, turns, observation="rllib")
+    emit(f"AEC env, rllib, precomputed:      {library.text(turns, 'node turns')}")
     at_64 = {}
     whole_episodes = 3 * MARAConfig().arrival_window
     for num_envs in sizes:

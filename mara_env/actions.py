@@ -19,18 +19,18 @@ import numpy as np
 
 
 def standing_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
-    """Boolean ``(..., M)``: which non-idle picks the simulator honours (occupied, not taken by a lower node)."""
+    """Boolean ``(..., M)``: which non-idle picks the simulator honours (occupied, not taken by a lower node).
+
+    Nodes take slots in index order, so a pick of an occupied slot stands exactly when no lower node made
+    the same pick: the first node to pick a slot takes it.
+    """
     picks, occupied = np.asarray(picks), np.asarray(occupied, dtype=bool)
     flat_picks = picks.reshape(-1, picks.shape[-1])
-    free = occupied.reshape(-1, occupied.shape[-1]).copy()
-    rows = np.arange(flat_picks.shape[0])
-    stands = np.zeros(flat_picks.shape, dtype=bool)
-    for node in range(flat_picks.shape[1]):
-        slot = flat_picks[:, node] - 1
-        ok = (slot >= 0) & free[rows, np.maximum(slot, 0)]
-        stands[:, node] = ok
-        free[rows[ok], slot[ok]] = False
-    return stands.reshape(picks.shape)
+    rows = np.arange(flat_picks.shape[0])[:, None]
+    on_task = (flat_picks > 0) & occupied.reshape(-1, occupied.shape[-1])[rows, np.maximum(flat_picks - 1, 0)]
+    lower = np.tri(flat_picks.shape[1], k=-1, dtype=bool)  # lower[i, j]: node j acts before node i
+    picked_before = ((flat_picks[:, :, None] == flat_picks[:, None, :]) & lower).any(axis=2)
+    return (on_task & ~picked_before).reshape(picks.shape)
 
 
 def repair_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
@@ -51,19 +51,17 @@ def repair_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
     flat_picks = picks.reshape(-1, picks.shape[-1]).astype(np.int64)
     stands = standing_picks(flat_picks, occupied.reshape(-1, num_slots))
     free = occupied.reshape(-1, num_slots).copy()
-    rows = np.arange(flat_picks.shape[0])
-    taken_slots = np.where(stands, flat_picks - 1, 0)
-    for node in range(flat_picks.shape[1]):
-        held = stands[:, node]
-        free[rows[held], taken_slots[held, node]] = False
+    held_rows, held_nodes = np.nonzero(stands)
+    free[held_rows, flat_picks[held_rows, held_nodes] - 1] = False
     repaired = np.where(stands, flat_picks, 0)
-    offsets = np.arange(num_slots)
-    for node in np.flatnonzero(((flat_picks > 0) & ~stands).any(axis=0)):
-        moving = (flat_picks[:, node] > 0) & ~stands[:, node]
-        order = (flat_picks[:, node, None] - 1 + offsets) % num_slots  # slots from the pick onwards
-        candidates = np.take_along_axis(free, order, axis=1)
-        found = moving & candidates.any(axis=1)
-        slot = order[rows, candidates.argmax(axis=1)]
+    moving = (flat_picks > 0) & ~stands
+    rows = np.arange(flat_picks.shape[0])
+    # How far past each pick every slot lies, cyclically in slot order.
+    after_pick = (np.arange(num_slots) - flat_picks[:, :, None] + 1) % num_slots
+    for node in np.flatnonzero(moving.any(axis=0)):  # in node order: a moved pick takes its slot from the next
+        distance = np.where(free, after_pick[:, node], num_slots)  # num_slots: not free
+        slot = distance.argmin(axis=1)
+        found = moving[:, node] & (distance[rows, slot] < num_slots)
         repaired[found, node] = slot[found] + 1
         free[rows[found], slot[found]] = False
     return repaired.reshape(picks.shape)

@@ -13,10 +13,20 @@ cases = st.tuples(st.lists(st.integers(0, K), min_size=M, max_size=M),
                   st.lists(st.booleans(), min_size=K, max_size=K))
 
 
+def _standing_node_by_node(picks, occupied):
+    free, stands = list(occupied), []
+    for pick in picks:
+        stands.append(pick > 0 and free[pick - 1])
+        if stands[-1]:
+            free[pick - 1] = False
+    return stands
+
+
 @given(cases)
 @settings(max_examples=300, deadline=None)
 def test_repair_gives_a_matching_that_keeps_standing_picks_and_idles(case):
     picks, occupied = np.array(case[0]), np.array(case[1])
+    assert standing_picks(picks, occupied).tolist() == _standing_node_by_node(case[0], case[1])
     repaired = repair_picks(picks, occupied)
     served = repaired[repaired > 0] - 1
     assert len(set(served.tolist())) == served.size  # each task served at most once

@@ -80,8 +80,8 @@ def _repair_one(picks: list[int], occupied: list[bool]) -> list[int]:
             free[pick - 1] = False
     repaired = []
     for pick, stand in zip(picks, stands):
-        if stand or pick == 0:
-            repaired.append(pick)
+        if stand or pick <= 0:  # a standing pick stays; idle (and anything below it) is idle
+            repaired.append(pick if stand else 0)
             continue
         after = ((pick - 1 + offset) % num_slots for offset in range(num_slots))  # slots from the pick onwards
         slot = next((candidate for candidate in after if free[candidate]), None)

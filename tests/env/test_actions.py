@@ -45,6 +45,12 @@ def test_moved_pick_takes_the_next_free_slot_after_it():
     assert repair_picks(np.array([2, 2, 3, 2]), occupied).tolist() == [2, 4, 1, 0]
 
 
+def test_one_joint_action_and_a_batch_treat_a_negative_pick_as_idle():
+    occupied = np.array([True, True, False, True])
+    picks = np.array([-1, 2, 2])
+    assert repair_picks(picks, occupied).tolist() == repair_picks(picks[None], occupied[None])[0].tolist() == [0, 2, 4]
+
+
 @given(st.lists(cases, min_size=1, max_size=6))
 @settings(max_examples=200, deadline=None)
 def test_batched_repair_equals_row_by_row(rows):

@@ -68,8 +68,8 @@ def repair_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
 
 
 def _repair_one(picks: list[int], occupied: list[bool]) -> list[int]:
-    """:func:`repair_picks` of one joint action in plain Python: the single env's step calls it, and a few
-    list operations cost a small fraction of the array version's per-node NumPy calls on one row.
+    """:func:`repair_picks` of one joint action in plain Python (the single, PettingZoo and live envs repair
+    one per step): a few list operations cost a small fraction of the array version's NumPy calls on one row.
     ``tests/env/test_actions.py`` checks that both give the same picks."""
     num_slots = len(occupied)
     free = list(occupied)

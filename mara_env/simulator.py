@@ -53,9 +53,10 @@ class Simulator:
         self.num_nodes = config.num_nodes
         self.num_slots = config.max_active
         self.history_width = bank.max_length
-        # Counts the states this simulator has been in: each load and each step starts a new one. Front ends
-        # key what they derive from a state (the PettingZoo envs' flat vector) on it.
+        # Counts the states this simulator has been in: each load and each step starts a new one. What is
+        # derived from a state (the observation here, the PettingZoo envs' flat vector) is keyed on it.
         self.state_index = 0
+        self._observed: tuple[int, dict[str, np.ndarray]] | None = None  # (state index, observation)
 
     # ------------------------------------------------------------------ episode start
     def load(self, episode: Episode) -> None:
@@ -112,7 +113,6 @@ class Simulator:
         self._arrive()
         self._admit()
         self.phi = self.potential()
-        self._observed: dict[str, np.ndarray] | None = None
         self.state_index += 1
 
     # ------------------------------------------------------------------ dynamics
@@ -148,7 +148,6 @@ class Simulator:
         self._arrive()
         self._admit()
         phi_before, self.phi = self.phi, self.potential()
-        self._observed = None
         self.state_index += 1
         return StepOutcome(successes, expirations, conflicts, self.last_served, phi_before, self.phi,
                            self.terminated)
@@ -249,9 +248,9 @@ class Simulator:
         return self._current_observation()["action_mask"][0].copy()
 
     def _current_observation(self) -> dict[str, np.ndarray]:
-        if self._observed is None:
-            self._observed = self._build_observation()
-        return self._observed
+        if self._observed is None or self._observed[0] != self.state_index:
+            self._observed = (self.state_index, self._build_observation())
+        return self._observed[1]
 
     def _build_observation(self) -> dict[str, np.ndarray]:
         occupied = self.slot_task >= 0

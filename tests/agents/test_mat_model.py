@@ -93,8 +93,10 @@ def test_sequential_and_teacher_forced_log_probs_agree(greedy, blocks, heads, pr
     generator = None if greedy else torch.Generator().manual_seed(2)
     actions, log_probs, values = model.act(slots, glob, present, generator=generator)
     replayed, entropy, replayed_values = model.evaluate(slots, glob, present, actions)
-    assert torch.allclose(log_probs, replayed, atol=1e-6, rtol=0)
-    assert torch.allclose(values, replayed_values, atol=1e-6)
+    # The cached and the teacher-forced passes sum in different orders: a few float32 ulps apart (about 2e-6
+    # at log-probabilities near -2.6 on some CPUs), while a wrong mask or cache is off by 1e-3 or more.
+    assert torch.allclose(log_probs, replayed, atol=1e-5, rtol=0)
+    assert torch.allclose(values, replayed_values, atol=1e-5)
     assert (entropy >= -1e-6).all()
     assert all(is_matching(a, p) for a, p in zip(actions.numpy(), present.numpy()))
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from curves.bank import DEFAULT_BANK, BankWriter, CurveBank, atomic_write_text, load_bank
+from curves.bank import DEFAULT_BANK, MANIFEST, BankWriter, CurveBank, atomic_write_text, load_bank
 from curves.checks import argparse_type, existing_dir, number, writable_dir, writable_file
 from curves.cli import Parser, parse, run
 from curves.feasibility import (best_losses, crossing_regime, early_feasibility, feasibility, median_loss_drop,
@@ -212,10 +212,12 @@ def write_datasheet(rows: list[dict[str, Any]], crossing: list[dict[str, Any]], 
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """The files a run writes must be writable before it starts: the bank (unless ``--report-only``) and,
-    with ``--datasheet``, curves/README.md."""
+    """The bank must hold a manifest, and the files a run writes must be writable before it starts: the bank
+    (unless ``--report-only``) and, with ``--datasheet``, curves/README.md."""
     if not args.report_only:
         writable_dir("--bank", args.bank)
+    if not (args.bank / MANIFEST).is_file():
+        raise ValueError(f"--bank: {args.bank} holds no curve bank ({MANIFEST} not found)")
     if args.datasheet:
         writable_file("--datasheet", DATASHEET)
 

@@ -31,7 +31,7 @@ from curves.catalog import FAMILIES, get_family
 from curves.checks import number
 from curves.data.errors import DataMissingError
 from curves.generate import MAX_THREADS, append_timing, recipe_for, recorder_for, run_recipe
-from curves.ray_support import require_ray
+from curves.ray_support import check_reachable, require_ray
 from curves.recorder import declare_keeping_rules, generator_commit
 
 log = logging.getLogger("curves.ray_build")
@@ -196,6 +196,7 @@ def run_cli(args: Any, families: list[str]) -> int:
     BankWriter(args.bank)  # an unusable bank is refused before Ray starts
     handler = signal.getsignal(signal.SIGTERM)
     try:  # "local": a new local Ray, even if RAY_ADDRESS is set
+        check_reachable(args.ray)
         ray.init(address=args.ray, include_dashboard=False)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         ray.shutdown()

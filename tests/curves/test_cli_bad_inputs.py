@@ -203,3 +203,22 @@ def test_sigterm_of_a_real_build_exits_130_and_keeps_every_finished_curve(tmp_pa
     saved = len(load_bank(bank).records)
     assert saved >= 1 and err.strip().splitlines()[-1] == (
         f"interrupted: {saved} curve(s) in {bank}, {saved} new; run the same command again to resume")
+
+
+@pytest.mark.parametrize(("address", "pattern"), [
+    ("127.0.0.1:1", r"--ray: cannot start or reach the Ray cluster at 127\.0\.0\.1:1: nothing answers"),
+    ("nonsense", r"--ray: .*Ray address 'nonsense' must look like HOST:PORT")])
+def test_an_unreachable_ray_address_fails_at_once_naming_it(address, pattern, tmp_path, capsys, no_work):
+    import re
+
+    pytest.importorskip("ray", reason="build_bank --ray needs the [ray] extra")
+    import torch
+
+    threads, began = torch.get_num_threads(), time.perf_counter()
+    try:
+        status = build_bank.main(["--bank", str(tmp_path / "bank"), "--ray", address, "--families", "cnn_fmnist"])
+    finally:
+        torch.set_num_threads(threads)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and re.search(pattern, err[0]), err
+    assert time.perf_counter() - began < 30

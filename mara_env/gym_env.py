@@ -46,10 +46,11 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     lower-indexed node already picked idles and ``info["conflicts"]`` counts it. With ``conflicts="repair"``
     such a node gets the next free occupied slot after its pick (or idles if none is left), so every action
     is a matching; ``info["repaired"]`` counts the moved picks. Wrong shapes, non-integers or out-of-range
-    values raise ``ValueError``. ``action_masks()`` returns the flattened per-node mask for sb3-contrib's
+    values raise ``ValueError`` naming the node and the value. ``action_masks()`` returns the flattened per-node mask for sb3-contrib's
     ``MaskablePPO``. With ``actions="scores"`` the action is instead a ``Box(-1, 1, (K,))`` of slot scores:
     the env serves the occupied slots with a positive score, highest first, at most M (a ranking, so every
-    action is a matching; libraries with continuous actions use it).
+    action is a matching; libraries with continuous actions use it); a NaN or a score outside [-1, 1] raises
+    ``ValueError`` (clip a Gaussian policy's sample, as Stable-Baselines3 does).
 
     ## Observation Space
     ``observation="dict"`` (default): a ``Dict``; all arrays are new on every call.
@@ -143,6 +144,10 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         k = self.config.max_active
         if scores is None or scores.shape != (k,) or not np.all(np.isfinite(scores)):
             raise ValueError(f"action must be {k} finite slot scores (actions='scores'), got {action!r}")
+        if not np.all(np.abs(scores) <= 1.0):
+            bad = int(np.flatnonzero(np.abs(scores) > 1.0)[0])
+            raise ValueError(f"action scores must lie in [-1, 1] (the action space), got {scores[bad]!r} for slot "
+                             f"{bad}")
         occupied = self.engine.sim.slot_task >= 0
         return scores_to_picks(scores, occupied, self.config.num_nodes).tolist()
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from curves.checks import choice, choices, existing_dir, existing_file, integer, number
 
@@ -104,3 +106,12 @@ class MARAConfig:
         if unknown:
             raise ValueError(f"unknown MARA config field(s) {sorted(unknown)}; known: {', '.join(names)}")
         return dataclasses.replace(self, **changes)
+
+
+def resolve_config(config: MARAConfig | None, overrides: Mapping[str, Any]) -> MARAConfig:
+    """The settings of an env built with ``config=...`` (default: ``MARAConfig()``) and keyword ``overrides``;
+    a ``config`` that is not a :class:`MARAConfig` raises ``TypeError`` naming it."""
+    if config is not None and not isinstance(config, MARAConfig):
+        raise TypeError(f"config must be a MARAConfig or None, got {config!r}")
+    base = config or MARAConfig()
+    return base.replace(**overrides) if overrides else base

@@ -159,7 +159,8 @@ def parse_picks(action: Any, num_nodes: int, num_slots: int) -> list[int]:
                          f"{action!r}")
     if array.dtype.kind not in "iu" and (array.dtype.kind != "f" or not np.all(np.mod(array, 1) == 0)):
         bad = _first_non_integer(array)
-        raise ValueError(f"action must hold integers, got {array[bad]!r} for node {bad} (dtype {array.dtype})")
+        raise ValueError(f"action must hold integers, got {array.tolist()[bad]!r} for node {bad} "
+                         f"(dtype {array.dtype})")
     picks = [int(v) for v in array.tolist()]
     if picks and (min(picks) < 0 or max(picks) > num_slots):
         bad = next(node for node, pick in enumerate(picks) if not 0 <= pick <= num_slots)

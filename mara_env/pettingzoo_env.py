@@ -13,17 +13,12 @@ from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils import wrappers
 
 from curves.checks import choice, integer
-from mara_env.config import MARAConfig
+from mara_env.config import MARAConfig, resolve_config
 from mara_env.flat import flat_space, flatten_observation, node_one_hot
 from mara_env.frontend import RENDER_FPS, RENDER_MODES, FrontEnd
 from mara_env.gym_env import observation_spaces
 
 AGENT_REWARDS = ("team", "share")
-
-
-def _config(config: MARAConfig | None, overrides: dict[str, Any]) -> MARAConfig:
-    base = config or MARAConfig()
-    return base.replace(**overrides) if overrides else base
 
 
 class _NodeSpaces:
@@ -35,7 +30,7 @@ class _NodeSpaces:
         if max_cycles is not None:
             integer("max_cycles", max_cycles, low=1)
         choice("agent_reward", agent_reward, AGENT_REWARDS)
-        merged = _config(config, overrides)
+        merged = resolve_config(config, overrides)
         if merged.actions != "picks":
             raise ValueError(f"actions={merged.actions!r} is for the Gymnasium env; the PettingZoo envs take "
                              "one pick per node (actions='picks')")
@@ -193,6 +188,8 @@ class raw_env(_NodeSpaces, AECEnv):  # noqa: N801 - PettingZoo's name for the un
             raise RuntimeError("the episode has ended; call reset() before step() again")
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
+            if action is not None:
+                raise ValueError(f"{agent} is done; its only valid action is None, got {action!r}")
             self._was_dead_step(action)
             return
         node = self.agent_index[agent]

@@ -412,6 +412,12 @@ class BankWriter:
 
     def add(self, record: CurveRecord, per_batch: np.ndarray) -> None:
         """Store one finished curve: arrays first, then the manifest."""
+        if record.split not in SPLITS:
+            raise BankError(f"{self.root}: new curve of {record.family!r}: split {record.split!r} is not one of "
+                            f"{SPLITS}")
+        if isinstance(record.index, bool) or not isinstance(record.index, int) or record.index < 0:
+            raise BankError(f"{self.root}: new curve of {record.family!r}: index must be an integer ≥ 0, "
+                            f"got {record.index!r}")
         losses = np.asarray(per_batch, dtype=np.float32)
         validate_curve(losses, f"{self.root}: new curve {record.id}")
         if record.length != losses.size:

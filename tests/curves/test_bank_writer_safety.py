@@ -148,3 +148,18 @@ def test_bank_path_that_is_a_file_is_refused(tmp_path):
     path.write_text("x")
     with pytest.raises(BankError, match="not a directory"):
         BankWriter(path)
+
+
+@pytest.mark.parametrize(("change", "pattern"), [({"split": "dev"}, "split 'dev' is not one of"),
+                                                 ({"index": -1}, "index must be an integer ≥ 0, got -1"),
+                                                 ({"index": 1.5}, "index must be an integer ≥ 0, got 1.5"),
+                                                 ({"length": 29}, "record length 29 != 30")])
+def test_a_bad_new_record_is_refused_before_anything_is_written(small_bank, change, pattern):
+    import dataclasses
+
+    before = {path.name: path.read_bytes() for path in small_bank.iterdir() if path.is_file()}
+    record = dataclasses.replace(CurveRecord("toy_fast", "test", 7, 7, 7, 16, 1e-3, "synthetic", "synthetic", 30),
+                                 **change)
+    with pytest.raises(BankError, match=pattern):
+        BankWriter(small_bank).add(record, np.linspace(2.0, 1.0, 30))
+    assert {path.name: path.read_bytes() for path in small_bank.iterdir() if path.is_file()} == before

@@ -357,9 +357,8 @@ class BankWriter:
         if held:
             files = ", ".join(list(held)[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
             raise BankError(f"{path} is missing but {self.root} holds {sum(held.values())} curve arrays ({files}); "
-                            f"the writer never "
-                            f"deletes curves it cannot account for: restore the manifest (for the shipped bank "
-                            f"`git checkout -- curves/bank/{MANIFEST}`) or move the .npz files aside")
+                            f"the writer never deletes curves it cannot account for: restore the manifest (for the "
+                            f"shipped bank `git checkout -- curves/bank/{MANIFEST}`) or move the .npz files aside")
         return {"format": FORMAT, "version": VERSION, "families": {}, "curves": []}
 
     def _records(self) -> list[CurveRecord]:
@@ -374,9 +373,11 @@ class BankWriter:
         pending = {(entry.get("family"), entry.get("key")) for entry in self.manifest.get(PENDING, [])
                    if isinstance(entry, dict)}
         trimmed: dict[Path, dict[str, np.ndarray]] = {}
+        kept: dict[str, set[str]] = {}
         for path in sorted(self.root.glob("*.npz")):
             arrays = _read_npz(path)
             unlisted = set(arrays) - listed.get(path.stem, set())
+            kept[path.stem] = set(arrays) - unlisted
             unknown = sorted(key for key in unlisted if (path.stem, key) not in pending)
             if unknown:
                 shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
@@ -386,10 +387,9 @@ class BankWriter:
             if unlisted:
                 trimmed[path] = {key: value for key, value in arrays.items() if key not in unlisted}
         for family, keys in sorted(listed.items()):
-            path = self.root / f"{family}.npz"
-            held = set(trimmed.get(path, _read_npz(path) if path.exists() else {}))
-            absent = sorted(keys - held)
+            absent = sorted(keys - kept.get(family, set()))
             if absent:
+                path = self.root / f"{family}.npz"
                 raise BankError(f"{path}: curve {family}/{absent[0].replace('_', '/')} is listed in {MANIFEST} but "
                                 f"absent from the file ({len(absent)} such curve(s)); the bank is incomplete")
         for path, arrays in trimmed.items():
@@ -411,7 +411,9 @@ class BankWriter:
             atomic_write_json(self.root / MANIFEST, self.manifest)
 
     def add(self, record: CurveRecord, per_batch: np.ndarray) -> None:
-        """Store one finished curve: arrays first, then the manifest."""
+        """Store one finished curve: the manifest naming it as pending, its array, then the manifest with its
+        record (see the class docstring); a record with an unknown split, a bad index or a length that
+        disagrees with the losses is refused before anything is written."""
         if record.split not in SPLITS:
             raise BankError(f"{self.root}: new curve of {record.family!r}: split {record.split!r} is not one of "
                             f"{SPLITS}")

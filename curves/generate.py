@@ -26,6 +26,10 @@ from curves.catalog import FAMILIES, PRESETS, Family, get_family
 from curves.recipe import Recipe, draw_recipe
 from curves.recorder import CurveRecorder, declare_keeping_rules, generator_commit
 
+MAX_THREADS = 256  # torch CPU threads; more only adds contention (and memory per thread)
+MAX_LENGTH = 100_000  # batches per curve: far beyond any family's (about 700), far below what exhausts memory
+MAX_INDEX = 100_000  # curve indices a command may ask for
+
 
 def recipe_for(family: Family, split: str, index: int) -> Recipe:
     """The deterministic recipe of curve ``family/split/index``."""
@@ -98,11 +102,6 @@ def generate(family_name: str, split: str, count: int, bank: str | Path = DEFAUL
             append_timing(timings, family.name, split, index, recipe.batch_size, seconds, device)
         bar.set_postfix(s_per_curve=f"{seconds:.1f}")
     return len(todo)
-
-
-MAX_THREADS = 256  # torch CPU threads; more only adds contention (and memory per thread)
-MAX_LENGTH = 100_000  # batches per curve: far beyond any family's (about 700), far below what exhausts memory
-MAX_INDEX = 100_000  # curve indices a command may ask for
 
 
 def bank_with_curves(bank: str | Path) -> int:

@@ -222,3 +222,13 @@ def test_an_unreachable_ray_address_fails_at_once_naming_it(address, pattern, tm
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and re.search(pattern, err[0]), err
     assert time.perf_counter() - began < 30
+
+
+def test_torch_device_check_accepts_the_cpu_and_names_what_it_refuses():
+    from curves.checks import torch_device
+
+    assert torch_device("--device", "cpu") == "cpu"
+    with pytest.raises(TypeError, match="--device must be a device name"):
+        torch_device("--device", 0)
+    with pytest.raises(ValueError, match="--device must be cpu, cuda or mps, got 'meta'"):
+        torch_device("--device", "meta")

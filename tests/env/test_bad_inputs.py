@@ -226,6 +226,9 @@ CASES = [
      r"node_5.*\[0, 10\].*11"),
     ("parallel action array of two", lambda b: _parallel_after_reset(b).step({**_idle(), "node_1": np.array([1, 2])}),
      ValueError, "node_1"),
+    ("aec observe an unknown agent", lambda b: _aec_after_reset(b).observe("node_99"), KeyError, "node_99"),
+    ("parallel action_space of an unknown agent", lambda b: mara_env.parallel_env(bank=str(b)).action_space("n1"),
+     KeyError, "n1"),
     # task sets
     ("task set ood_prob above 1", lambda b: MixtureTaskSet(ood_prob=1.5), ValueError, "ood_prob must be ≤ 1"),
     ("task set ood_prob nan", lambda b: MixtureTaskSet(ood_prob=float("nan")), ValueError, "ood_prob"),

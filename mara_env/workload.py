@@ -44,6 +44,10 @@ class Episode:
             if np.shape(array) != (n,):
                 raise WorkloadError(f"episode {self.root}/{self.index}: {name} has shape {np.shape(array)}, "
                                     f"expected ({n},)")
+        for name in ("arrival", "budget"):
+            if np.asarray(arrays[name]).dtype.kind not in "iu":
+                raise WorkloadError(f"episode {self.root}/{self.index}: {name} must be an integer array, got dtype "
+                                    f"{np.asarray(arrays[name]).dtype}")
         if n and (np.any(np.diff(self.arrival) < 0) or self.arrival[0] < 0):
             raise WorkloadError(f"episode {self.root}/{self.index}: arrivals must be non-negative and sorted")
         if n and np.any(self.budget < 1):

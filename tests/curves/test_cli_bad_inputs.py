@@ -195,7 +195,7 @@ def test_sigterm_of_a_real_build_exits_130_and_keeps_every_finished_curve(tmp_pa
                "--length", "40"]
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 90
-    while proc.poll() is None and time.time() < deadline and not (bank / "cnn_fmnist.npz").exists():
+    while proc.poll() is None and time.time() < deadline and generate.bank_with_curves(bank) < 1:
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

@@ -2,7 +2,8 @@
 
 Layout of a bank directory::
 
-    manifest.json      format, version, family rules, one record per curve
+    manifest.json      format, version, family rules, one record per curve (and, only while a writer adds
+                       one or after it was interrupted, ``pending``: the curves whose arrays are being written)
     <family>.npz       one float32 array of per-batch losses per curve, keyed "<split>_<index:03d>"
 
 Only per-batch losses are stored; the cumulative-average curve L(s) (mean of the first s per-batch losses) is derived on load in float64, so it is exact up to float32 storage of the raw losses.
@@ -34,6 +35,7 @@ VERSION = 1
 SPLITS = ("train", "val", "test")
 ROLES = ("id", "ood")
 MANIFEST = "manifest.json"
+PENDING = "pending"  # manifest key: curves whose array is being written
 LOCK = ".lock"
 DEFAULT_BANK = Path(__file__).resolve().parent / "bank"
 
@@ -311,14 +313,20 @@ def load_bank(root: str | os.PathLike[str] = DEFAULT_BANK) -> CurveBank:
 class BankWriter:
     """Adds curves to a bank directory one at a time, atomically, so generation can resume anywhere.
 
-    The family NPZ is rewritten with the new curve first, then the manifest; a crash between the two leaves
-    an array without a record, which :meth:`reconcile` (called on open) drops, and the generator regenerates.
-    Every write holds an exclusive lock on ``<bank>/.lock`` and starts from the files on disk, so several
-    writers (two generators on one bank) add their curves without overwriting each other's.
+    Adding a curve writes three files in turn: the manifest with the curve listed under ``pending``, the
+    family's NPZ with the new array, then the manifest with the curve's record (and no longer pending).  A
+    crash between them leaves at most an array that the manifest names as pending, which :meth:`reconcile`
+    (called on open) removes, and the generator regenerates.  The writer deletes nothing else: an array the
+    manifest neither lists nor names as pending, a missing manifest beside curve arrays, or a file it cannot
+    read is refused with a :class:`BankError` naming the file, and the bank is left as it was.  Every write
+    holds an exclusive lock on ``<bank>/.lock`` and starts from the files on disk, so several writers (two
+    generators on one bank) add their curves without overwriting each other's.
     """
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
+        if self.root.exists() and not self.root.is_dir():
+            raise BankError(f"{self.root}: not a directory, so it cannot hold a curve bank")
         self.root.mkdir(parents=True, exist_ok=True)
         with self._locked():
             self.reconcile()
@@ -329,26 +337,66 @@ class BankWriter:
         with open(self.root / LOCK, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
-                path = self.root / MANIFEST
-                self.manifest = _read_manifest(self.root) if path.exists() else {
-                    "format": FORMAT, "version": VERSION, "families": {}, "curves": []}
+                self.manifest = self._load_manifest()
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _load_manifest(self) -> dict[str, Any]:
+        """The manifest on disk; an empty one for a new bank, never for a directory that already holds curves."""
+        path = self.root / MANIFEST
+        if path.exists():
+            manifest = _read_manifest(self.root)
+            if not isinstance(manifest.setdefault("families", {}), dict) or not isinstance(
+                    manifest.setdefault("curves", []), list) or not isinstance(manifest.get(PENDING, []), list):
+                raise BankError(f"{path}: malformed curve bank manifest (families must be an object, curves and "
+                                f"{PENDING} lists)")
+            return manifest
+        held = {npz.name: len(_read_npz(npz)) for npz in sorted(self.root.glob("*.npz"))}
+        held = {name: count for name, count in held.items() if count}
+        if held:
+            files = ", ".join(list(held)[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+            raise BankError(f"{path} is missing but {self.root} holds {sum(held.values())} curve arrays ({files}); "
+                            f"the writer never deletes curves it cannot account for: restore the manifest (for the "
+                            f"shipped bank `git checkout -- curves/bank/{MANIFEST}`) or move the .npz files aside")
+        return {"format": FORMAT, "version": VERSION, "families": {}, "curves": []}
 
     def _records(self) -> list[CurveRecord]:
         return [_parse_record(raw, str(self.root / MANIFEST)) for raw in self.manifest["curves"]]
 
     def reconcile(self) -> None:
-        """Drop arrays that the manifest does not list (left by an interrupted write)."""
-        keys_by_family: dict[str, set[str]] = {}
+        """Remove the arrays that interrupted adds left (those the manifest names as pending but does not list);
+        refuse, naming the file, any other array without a record and any record without an array."""
+        listed: dict[str, set[str]] = {}
         for rec in self._records():
-            keys_by_family.setdefault(rec.family, set()).add(rec.key)
-        for path in self.root.glob("*.npz"):
-            listed = keys_by_family.get(path.stem, set())
+            listed.setdefault(rec.family, set()).add(rec.key)
+        pending = {(entry.get("family"), entry.get("key")) for entry in self.manifest.get(PENDING, [])
+                   if isinstance(entry, dict)}
+        trimmed: dict[Path, dict[str, np.ndarray]] = {}
+        kept: dict[str, set[str]] = {}
+        for path in sorted(self.root.glob("*.npz")):
             arrays = _read_npz(path)
-            if set(arrays) - listed:
-                atomic_write_npz(path, {k: v for k, v in arrays.items() if k in listed})
+            unlisted = set(arrays) - listed.get(path.stem, set())
+            kept[path.stem] = set(arrays) - unlisted
+            unknown = sorted(key for key in unlisted if (path.stem, key) not in pending)
+            if unknown:
+                shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+                raise BankError(f"{path}: arrays {shown} have no record in {self.root / MANIFEST}; the writer never "
+                                f"deletes curves it cannot account for: restore the manifest that lists them or "
+                                f"move {path.name} aside")
+            if unlisted:
+                trimmed[path] = {key: value for key, value in arrays.items() if key not in unlisted}
+        for family, keys in sorted(listed.items()):
+            absent = sorted(keys - kept.get(family, set()))
+            if absent:
+                path = self.root / f"{family}.npz"
+                raise BankError(f"{path}: curve {family}/{absent[0].replace('_', '/')} is listed in {MANIFEST} but "
+                                f"absent from the file ({len(absent)} such curve(s)); the bank is incomplete")
+        for path, arrays in trimmed.items():
+            atomic_write_npz(path, arrays)
+        if PENDING in self.manifest:
+            del self.manifest[PENDING]
+            atomic_write_json(self.root / MANIFEST, self.manifest)
 
     def has(self, family: str, split: str, index: int) -> bool:
         """Whether the curve is already finished (the generator skips it)."""
@@ -363,7 +411,15 @@ class BankWriter:
             atomic_write_json(self.root / MANIFEST, self.manifest)
 
     def add(self, record: CurveRecord, per_batch: np.ndarray) -> None:
-        """Store one finished curve: arrays first, then the manifest."""
+        """Store one finished curve: the manifest naming it as pending, its array, then the manifest with its
+        record (see the class docstring); a record with an unknown split, a bad index or a length that
+        disagrees with the losses is refused before anything is written."""
+        if record.split not in SPLITS:
+            raise BankError(f"{self.root}: new curve of {record.family!r}: split {record.split!r} is not one of "
+                            f"{SPLITS}")
+        if isinstance(record.index, bool) or not isinstance(record.index, int) or record.index < 0:
+            raise BankError(f"{self.root}: new curve of {record.family!r}: index must be an integer ≥ 0, "
+                            f"got {record.index!r}")
         losses = np.asarray(per_batch, dtype=np.float32)
         validate_curve(losses, f"{self.root}: new curve {record.id}")
         if record.length != losses.size:
@@ -376,6 +432,10 @@ class BankWriter:
             raise BankError(f"{self.root}: declare family {record.family!r} before adding curves to it")
         path = self.root / f"{record.family}.npz"
         arrays = _read_npz(path) if path.exists() else {}
+        entry = {"family": record.family, "key": record.key}
+        pending = [item for item in self.manifest.get(PENDING, []) if item != entry]
+        self.manifest[PENDING] = pending + [entry]
+        atomic_write_json(self.root / MANIFEST, self.manifest)
         arrays[record.key] = losses
         atomic_write_npz(path, arrays)
         curves = [raw for raw in self.manifest["curves"]
@@ -383,4 +443,8 @@ class BankWriter:
         curves.append(dataclasses.asdict(record))
         curves.sort(key=lambda raw: (raw["family"], SPLITS.index(raw["split"]), raw["index"]))
         self.manifest["curves"] = curves
+        if pending:
+            self.manifest[PENDING] = pending
+        else:
+            del self.manifest[PENDING]
         atomic_write_json(self.root / MANIFEST, self.manifest)

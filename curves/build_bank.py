@@ -18,15 +18,20 @@ from pathlib import Path
 
 import torch
 
-from curves.bank import DEFAULT_BANK
+from curves.bank import BankWriter
 from curves.calibrate import calibrate_bank
-from curves.catalog import PAPER, PRESETS, SHIPPED, get_family
+from curves.catalog import FAMILIES, PAPER, SHIPPED, get_family
+from curves.checks import argparse_type, choice, integer, number
+from curves.cli import Parser, parse, run
 from curves.data.errors import DataMissingError
-from curves.generate import generate
+from curves.generate import MAX_THREADS, add_generation_arguments, bank_with_curves, generate
 
 COUNTS = {"id": {"train": 30, "val": 6, "test": 24}, "ood": {"train": 0, "val": 6, "test": 24}}
 CHUNKS = [("test", 0, 8), ("test", 8, 16), ("test", 16, 24), ("val", 0, 6),
           ("train", 0, 10), ("train", 10, 20), ("train", 20, 30)]
+
+MAX_GPUS = 64  # num_gpus per Ray task
+MAX_RETRIES = 100
 
 SLOW_LAST = ["resnet18_fmnist", "resnet34_fmnist", "resnet18_cifar10", "resnet34_cifar10"]
 
@@ -104,38 +109,73 @@ def build(families: list[str], bank: str | Path, preset: str, data_root: str | N
     log.info("bank complete at %s", bank)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """CLI entry point; with ``--ray`` a curve that failed every attempt makes the exit status 1."""
-    parser = argparse.ArgumentParser(prog="python -m curves.build_bank", description=__doc__.split("\n")[0])
-    parser.add_argument("--bank", default=str(DEFAULT_BANK))
-    parser.add_argument("--preset", choices=PRESETS, default="cpu")
-    parser.add_argument("--data-root", default=None, help="with the paper's data: build the paper's families")
+RAY_ONLY = ("cpus_per_curve", "gpus_per_curve", "family_resources")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m curves.build_bank", description=__doc__.split("\n")[0])
+    add_generation_arguments(parser)
     parser.add_argument("--paper-families", action="store_true", help="build the paper's families (needs --data-root)")
-    parser.add_argument("--families", nargs="*", default=None, help="override the family list")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--timings", default=None, help="JSON-lines file of per-curve wall times")
-    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the standard counts")
-    parser.add_argument("--length", type=int, default=None, help="override the curve length (smoke tests only)")
+    parser.add_argument("--families", nargs="+", default=None, metavar="FAMILY",
+                        type=argparse_type(choice, "--families", choices=sorted(FAMILIES)),
+                        help="override the family list")
+    parser.add_argument("--scale", type=argparse_type(number, "--scale", float, low=0.0, high=1.0, low_open=True),
+                        default=1.0, help="fraction of the standard counts, in (0, 1]")
     ray_args = parser.add_argument_group("Ray (docs/ray.md)")
     ray_args.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                           help="train the curves as Ray tasks: a local Ray, or the cluster at ADDRESS")
-    ray_args.add_argument("--cpus-per-curve", type=float, default=None, help="num_cpus per curve (default --threads)")
-    ray_args.add_argument("--gpus-per-curve", type=float, default=None,
+    ray_args.add_argument("--cpus-per-curve", default=None, help="num_cpus per curve (default --threads)",
+                          type=argparse_type(number, "--cpus-per-curve", float, low=0.0, high=MAX_THREADS,
+                                             low_open=True))
+    ray_args.add_argument("--gpus-per-curve", default=None,
+                          type=argparse_type(number, "--gpus-per-curve", float, low=0.0, high=MAX_GPUS),
                           help="num_gpus per curve (default 1 with a cuda device, else 0; fractions pack curves)")
-    ray_args.add_argument("--family-resources", nargs="*", default=[], metavar="NAME=CPUS[:GPUS]",
+    ray_args.add_argument("--family-resources", nargs="+", default=[], metavar="NAME=CPUS[:GPUS]",
                           help="per-family resources, e.g. resnet34_cifar10=2:1")
-    ray_args.add_argument("--retries", type=int, default=2,
-                          help="resubmissions of a failed curve before it is reported")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
-    torch.set_num_threads(args.threads)
-    families = args.families or (PAPER if args.paper_families else SHIPPED)
+    ray_args.add_argument("--retries", type=argparse_type(integer, "--retries", int, low=0, high=MAX_RETRIES),
+                          default=2, help="resubmissions of a failed curve before it is reported")
+    return parser
+
+
+def _check(args: argparse.Namespace) -> None:
+    """The checks that span flags; fills in ``args.families`` (the families to build)."""
+    args.families = args.families or (PAPER if args.paper_families else SHIPPED)
     if args.ray is None:
-        build(families, args.bank, args.preset, args.data_root, args.device, args.timings, args.scale, args.length)
-        return 0
-    from curves.ray_build import run_cli
-    return run_cli(args, families)
+        given = [name for name in RAY_ONLY if getattr(args, name) not in (None, [])]
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} needs --ray")
+    if args.ray is not None and not args.ray.strip():
+        raise ValueError("--ray ADDRESS must not be empty (give no address for a local Ray)")
+    if args.family_resources:
+        from curves.ray_build import parse_family_resources
+        parse_family_resources(args.family_resources)
+    if not plan(args.families, args.scale):
+        raise ValueError(f"--scale {args.scale} selects no curve (each split's count times --scale rounds to 0)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point: every flag is checked before any work (a refusal is one line and exit status 2); an
+    unusable bank is one line and status 2; SIGINT/SIGTERM exits 130 saying how many curves were saved; with
+    ``--ray`` a curve that failed every attempt makes the exit status 1."""
+    args = parse(_parser(), argv, _check)
+    if isinstance(args, int):
+        return args
+    families = args.families
+    before = bank_with_curves(args.bank)
+
+    def work() -> int:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
+        torch.set_num_threads(args.threads)
+        if args.ray is None:
+            BankWriter(args.bank)  # an unusable bank is refused here, before any data is loaded
+            build(families, args.bank, args.preset, args.data_root, args.device, args.timings, args.scale,
+                  args.length)
+            return 0
+        from curves.ray_build import run_cli
+        return run_cli(args, families)
+
+    return run(work, lambda: f"{bank_with_curves(args.bank)} curve(s) in {args.bank}, "
+                             f"{bank_with_curves(args.bank) - before} new; run the same command again to resume")
 
 
 if __name__ == "__main__":

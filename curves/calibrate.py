@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from curves.bank import DEFAULT_BANK, BankWriter, CurveBank, load_bank
+from curves.bank import DEFAULT_BANK, MANIFEST, BankWriter, CurveBank, atomic_write_text, load_bank
+from curves.checks import argparse_type, existing_dir, number, writable_dir, writable_file
+from curves.cli import Parser, parse, run
 from curves.feasibility import (best_losses, crossing_regime, early_feasibility, feasibility, median_loss_drop,
                                 per_curve_feasibility)
 from curves.targets import CROSSING, CrossingRule
@@ -200,7 +202,7 @@ def replace_block(path: Path, start: str, end: str, body: str) -> None:
         text = head + block + rest.split(end, 1)[1]
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
-    path.write_text(text)
+    atomic_write_text(path, text)
 
 
 def write_datasheet(rows: list[dict[str, Any]], crossing: list[dict[str, Any]], path: Path = DATASHEET) -> None:
@@ -209,24 +211,44 @@ def write_datasheet(rows: list[dict[str, Any]], crossing: list[dict[str, Any]], 
     replace_block(path, CROSSING_START, CROSSING_END, crossing_table(crossing))
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """The bank must hold a manifest, and the files a run writes must be writable before it starts: the bank
+    (unless ``--report-only``) and, with ``--datasheet``, curves/README.md."""
+    if not args.report_only:
+        writable_dir("--bank", args.bank)
+    if not (args.bank / MANIFEST).is_file():
+        raise ValueError(f"--bank: {args.bank} holds no curve bank ({MANIFEST} not found)")
+    if args.datasheet:
+        writable_file("--datasheet", DATASHEET)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """CLI: calibrate, print the table, optionally rewrite the datasheet's table."""
-    parser = argparse.ArgumentParser(prog="python -m curves.calibrate", description=__doc__.split("\n")[0])
-    parser.add_argument("--bank", default=str(DEFAULT_BANK))
-    parser.add_argument("--target", type=float, default=TARGET, help="feasibility to aim for")
+    """CLI: calibrate, print the table, optionally rewrite the datasheet's table.  Flags and the files they
+    name are checked before any work (one line, exit status 2); SIGINT/SIGTERM exits 130."""
+    parser = Parser(prog="python -m curves.calibrate", description=__doc__.split("\n")[0])
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=argparse_type(existing_dir, "--bank"))
+    parser.add_argument("--target", default=TARGET, help="feasibility to aim for, in (0, 1)",
+                        type=argparse_type(number, "--target", float, low=0.0, high=1.0, low_open=True))
     parser.add_argument("--datasheet", action="store_true", help="rewrite the table in curves/README.md")
     parser.add_argument("--report-only", action="store_true",
                         help="tabulate the manifest's current rules without recalibrating (writes no bank file)")
-    args = parser.parse_args(argv)
-    rows = current_rows(args.bank) if args.report_only else calibrate_bank(args.bank, args.target)
-    crossing = crossing_rows(args.bank)
-    print("Paper rules (task sets *_paper):")
-    print(markdown_table(rows))
-    print("\nDefault crossing rule (exact, per split):")
-    print(crossing_table(crossing))
-    if args.datasheet:
-        write_datasheet(rows, crossing)
-    return 0
+    args = parse(parser, argv, _check_outputs)
+    if isinstance(args, int):
+        return args
+
+    def work() -> int:
+        rows = current_rows(args.bank) if args.report_only else calibrate_bank(args.bank, args.target)
+        crossing = crossing_rows(args.bank)
+        print("Paper rules (task sets *_paper):")
+        print(markdown_table(rows))
+        print("\nDefault crossing rule (exact, per split):")
+        print(crossing_table(crossing))
+        if args.datasheet:
+            write_datasheet(rows, crossing)
+        return 0
+
+    return run(work, lambda: "each family's rules are written whole as it is calibrated; run the command again "
+                             "to calibrate the rest")
 
 
 if __name__ == "__main__":

@@ -183,3 +183,30 @@ def argparse_type(check: Callable[..., T], flag: str, convert: Callable[[str], A
             raise argparse.ArgumentTypeError(message) from None
     parse.__name__ = getattr(check, "__name__", "value")
     return parse
+
+
+def torch_device(name: str, value: object) -> str:
+    """A torch device this machine has: ``cpu``, or ``cuda``/``cuda:i``/``mps`` where torch sees one.
+
+    torch is imported only when the check runs, so modules that never train (the environment) stay free of it.
+    """
+    import torch
+
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a device name such as cpu or cuda, got {value!r}")
+    try:
+        device = torch.device(value)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"{name} must be a device such as cpu, cuda or cuda:0, got {value!r}") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"{name} {value!r}: torch sees no CUDA GPU on this machine")
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"{name} {value!r}: torch sees {count} CUDA GPU(s), numbered from 0")
+    elif device.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"{name} {value!r}: torch sees no MPS device on this machine")
+    elif device.type != "cpu":
+        raise ValueError(f"{name} must be cpu, cuda or mps, got {value!r}")
+    return value

@@ -7,14 +7,15 @@ input shape, so the family's data source is loaded (the shipped sources load in 
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import defaultdict
 from pathlib import Path
 
 from curves.bank import DEFAULT_BANK, load_bank
 from curves.calibrate import DATASHEET, replace_block
-from curves.catalog import SHIPPED, get_family
+from curves.catalog import FAMILIES, SHIPPED, get_family
+from curves.checks import argparse_type, choice, existing_file, writable_file
+from curves.cli import InputError, Parser, parse, run
 from curves.data.errors import DataMissingError
 from curves.data.sources import load_source
 from curves.feasibility import new_minimum_batches
@@ -37,11 +38,16 @@ def parameter_counts(name: str) -> dict[str, int]:
 
 
 def cpu_seconds(timings: Path) -> dict[str, list[float]]:
-    """Per-family wall times of finished curves from the generator's ``--timings`` file (last entry per curve)."""
+    """Per-family wall times of finished curves from the generator's ``--timings`` file (last entry per curve);
+    a line that is not such an entry raises :class:`InputError` naming the file and the line."""
     latest: dict[tuple[str, str, int], float] = {}
-    for line in timings.read_text().splitlines():
-        entry = json.loads(line)
-        latest[(entry["family"], entry["split"], entry["index"])] = entry["seconds"]
+    for number, line in enumerate(timings.read_text().splitlines(), start=1):
+        try:
+            entry = json.loads(line)
+            latest[(entry["family"], entry["split"], entry["index"])] = float(entry["seconds"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"{timings}:{number}: not a timings entry of curves.generate --timings "
+                             f"({type(exc).__name__}: {exc})") from None
     out: dict[str, list[float]] = defaultdict(list)
     for (family, _, _), seconds in latest.items():
         out[family].append(seconds)
@@ -80,18 +86,27 @@ def stress_table(bank_root: Path = DEFAULT_BANK) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the datasheet's cost table; ``--write`` also puts it into curves/README.md."""
-    parser = argparse.ArgumentParser(prog="python -m curves.datasheet", description=__doc__.split("\n")[0])
-    parser.add_argument("--timings", type=Path, default=None, help="JSON lines written by the generator")
-    parser.add_argument("--families", nargs="*", default=SHIPPED)
+    """Print the datasheet's cost table; ``--write`` also puts it into curves/README.md.  Flags and the files
+    they name are checked before any work (one line, exit status 2)."""
+    parser = Parser(prog="python -m curves.datasheet", description=__doc__.split("\n")[0])
+    parser.add_argument("--timings", type=argparse_type(existing_file, "--timings"), default=None,
+                        help="JSON lines written by the generator")
+    parser.add_argument("--families", nargs="+", default=SHIPPED, metavar="FAMILY",
+                        type=argparse_type(choice, "--families", choices=sorted(FAMILIES)))
     parser.add_argument("--write", action="store_true", help="replace the cost table in curves/README.md")
-    args = parser.parse_args(argv)
-    table = cost_table(args.families, args.timings)
-    print(table)
-    if args.write:
-        replace_block(DATASHEET, "<!-- cost:start -->", "<!-- cost:end -->", table)
-        replace_block(DATASHEET, "<!-- stress:start -->", "<!-- stress:end -->", stress_table())
-    return 0
+    args = parse(parser, argv, lambda parsed: writable_file("--write", DATASHEET) if parsed.write else None)
+    if isinstance(args, int):
+        return args
+
+    def work() -> int:
+        table = cost_table(args.families, args.timings)
+        print(table)
+        if args.write:
+            replace_block(DATASHEET, "<!-- cost:start -->", "<!-- cost:end -->", table)
+            replace_block(DATASHEET, "<!-- stress:start -->", "<!-- stress:end -->", stress_table())
+        return 0
+
+    return run(work, lambda: "the datasheet is rewritten whole or not at all")
 
 
 if __name__ == "__main__":

@@ -19,11 +19,16 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from curves.bank import DEFAULT_BANK, SPLITS, BankWriter, CurveRecord
-from curves.data.errors import DataMissingError
+from curves.bank import DEFAULT_BANK, MANIFEST, SPLITS, BankWriter, CurveRecord
+from curves.checks import argparse_type, existing_dir, integer, torch_device, writable_dir, writable_file
+from curves.cli import Parser, parse, run
 from curves.catalog import FAMILIES, PRESETS, Family, get_family
 from curves.recipe import Recipe, draw_recipe
 from curves.recorder import CurveRecorder, declare_keeping_rules, generator_commit
+
+MAX_THREADS = 256  # torch CPU threads; more only adds contention (and memory per thread)
+MAX_LENGTH = 100_000  # batches per curve: far beyond any family's (about 700), far below what exhausts memory
+MAX_INDEX = 100_000  # curve indices a command may ask for
 
 
 def recipe_for(family: Family, split: str, index: int) -> Recipe:
@@ -81,7 +86,7 @@ def generate(family_name: str, split: str, count: int, bank: str | Path = DEFAUL
     ``length`` overrides the family's curve length (twice its largest budget) for quick smoke-test banks.
     """
     family = get_family(family_name)
-    length = length or family.length
+    length = family.length if length is None else integer("length", length, low=1, high=MAX_LENGTH)
     writer = BankWriter(bank)
     declare_keeping_rules(writer, family.spec(preset))
     commit = generator_commit()
@@ -99,35 +104,64 @@ def generate(family_name: str, split: str, count: int, bank: str | Path = DEFAUL
     return len(todo)
 
 
+def bank_with_curves(bank: str | Path) -> int:
+    """How many finished curves a bank's manifest lists (0 when it cannot be read): the "saved" of an
+    interrupted command's last line."""
+    try:
+        return len(json.loads((Path(bank) / MANIFEST).read_text()).get("curves", []))
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags every curve-training command shares (``curves.generate``, ``curves.build_bank``), each
+    checked as it is parsed: a refused value is a usage error naming the flag, before any work."""
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=argparse_type(writable_dir, "--bank"),
+                        help="bank directory to add curves to")
+    parser.add_argument("--preset", choices=PRESETS, default="cpu", help="model sizes: cpu (narrow) or paper")
+    parser.add_argument("--data-root", default=None, type=argparse_type(existing_dir, "--data-root"),
+                        help="folder with the paper's data or overrides")
+    parser.add_argument("--device", default="cpu", type=argparse_type(torch_device, "--device"),
+                        help="torch device, e.g. cuda")
+    parser.add_argument("--threads", type=argparse_type(integer, "--threads", int, low=1, high=MAX_THREADS),
+                        default=1, help="torch CPU threads (1 keeps runs reproducible)")
+    parser.add_argument("--timings", default=None, type=argparse_type(writable_file, "--timings"),
+                        help="append one JSON line per curve with its wall time")
+    parser.add_argument("--length", type=argparse_type(integer, "--length", int, low=1, high=MAX_LENGTH),
+                        default=None, help="override the curve length, ≥ 1 (smoke tests only; omit it for the "
+                                           "family's length)")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m curves.generate", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m curves.generate", description=__doc__.split("\n")[0])
     parser.add_argument("--family", required=True, choices=sorted(FAMILIES), help="task family to train")
     parser.add_argument("--split", required=True, choices=SPLITS, help="bank split the curves go to")
-    parser.add_argument("--count", type=int, required=True, help="number of curves (indices start..start+count-1)")
-    parser.add_argument("--start", type=int, default=0, help="first curve index")
-    parser.add_argument("--preset", choices=PRESETS, default="cpu", help="model sizes: cpu (narrow) or paper")
-    parser.add_argument("--data-root", default=None, help="folder with the paper's data or overrides")
-    parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda")
-    parser.add_argument("--bank", default=str(DEFAULT_BANK), help="bank directory to add curves to")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 keeps runs reproducible)")
-    parser.add_argument("--timings", default=None, help="append one JSON line per curve with its wall time")
-    parser.add_argument("--length", type=int, default=None, help="override the curve length (smoke tests only)")
+    parser.add_argument("--count", type=argparse_type(integer, "--count", int, low=1, high=MAX_INDEX),
+                        required=True, help="number of curves (indices start..start+count-1)")
+    parser.add_argument("--start", type=argparse_type(integer, "--start", int, low=0, high=MAX_INDEX), default=0,
+                        help="first curve index")
+    add_generation_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="disable the progress bar")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point; a missing dataset prints its install hint and exits with status 2."""
-    args = _parser().parse_args(argv)
-    torch.set_num_threads(args.threads)
-    try:
+    """CLI entry point; a missing dataset or an unusable bank is one line and exit status 2, an interruption
+    exit status 130."""
+    args = parse(_parser(), argv)
+    if isinstance(args, int):
+        return args
+    before = bank_with_curves(args.bank)
+
+    def work() -> int:
+        torch.set_num_threads(args.threads)
         made = generate(args.family, args.split, args.count, args.bank, args.preset, args.data_root, args.device,
                         args.start, not args.no_progress, args.timings, args.length)
-    except DataMissingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"{args.family}/{args.split}: {made} new curve(s) in {args.bank}", file=sys.stderr)
-    return 0
+        print(f"{args.family}/{args.split}: {made} new curve(s) in {args.bank}", file=sys.stderr)
+        return 0
+
+    return run(work, lambda: f"{bank_with_curves(args.bank) - before} new curve(s) saved in {args.bank}; run the "
+                             f"same command again to resume")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ the plan is complete, as in the local build (not for smoke-test banks of shorten
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -24,12 +25,13 @@ import torch
 from tqdm import tqdm
 
 from curves.bank import BankWriter
-from curves.build_bank import Job, log_calibration, plan
+from curves.build_bank import MAX_GPUS, Job, log_calibration, plan
 from curves.calibrate import calibrate_bank
-from curves.catalog import get_family
+from curves.catalog import FAMILIES, get_family
+from curves.checks import number
 from curves.data.errors import DataMissingError
-from curves.generate import append_timing, recipe_for, recorder_for, run_recipe
-from curves.ray_support import require_ray
+from curves.generate import MAX_THREADS, append_timing, recipe_for, recorder_for, run_recipe
+from curves.ray_support import check_reachable, require_ray
 from curves.recorder import declare_keeping_rules, generator_commit
 
 log = logging.getLogger("curves.ray_build")
@@ -59,12 +61,17 @@ def parse_family_resources(items: list[str]) -> dict[str, Resources]:
     out = {}
     for item in items:
         name, _, amounts = item.partition("=")
+        cpus, _, gpus = amounts.partition(":")
         try:
-            cpus, _, gpus = amounts.partition(":")
-            out[name] = Resources(float(cpus), float(gpus or 0.0), max(1, int(float(cpus))))
-        except ValueError:
-            raise ValueError(f"--family-resources item {item!r} must look like NAME=CPUS or NAME=CPUS:GPUS") from None
-        get_family(name)
+            num_cpus = number("--family-resources CPUS", float(cpus), low=0.0, high=MAX_THREADS, low_open=True)
+            num_gpus = number("--family-resources GPUS", float(gpus or 0.0), low=0.0, high=MAX_GPUS)
+        except ValueError as exc:
+            message = "" if "--family-resources" not in str(exc) else f" ({exc})"
+            raise ValueError(f"--family-resources item {item!r} must look like NAME=CPUS or NAME=CPUS:GPUS with "
+                             f"CPUS > 0 and GPUS ≥ 0{message}") from None
+        if name not in FAMILIES:
+            raise ValueError(f"--family-resources item {item!r}: unknown family {name!r}; known: {sorted(FAMILIES)}")
+        out[name] = Resources(num_cpus, num_gpus, max(1, int(num_cpus)))
     return out
 
 
@@ -181,14 +188,23 @@ def run_cli(args: Any, families: list[str]) -> int:
     try:
         ray = require_ray("build_bank --ray")
         family_resources = parse_family_resources(args.family_resources)
-        if args.retries < 0:
-            raise ValueError(f"--retries must be at least 0, got {args.retries}")
-    except (ValueError, KeyError, ModuleNotFoundError) as exc:
+    except (ValueError, ModuleNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     gpus = args.gpus_per_curve if args.gpus_per_curve is not None else float(args.device.startswith("cuda"))
     cpus = args.cpus_per_curve if args.cpus_per_curve is not None else float(args.threads)
-    ray.init(address=args.ray, include_dashboard=False)  # "local": a new local Ray, even if RAY_ADDRESS is set
+    BankWriter(args.bank)  # an unusable bank is refused before Ray starts
+    handler = signal.getsignal(signal.SIGTERM)
+    try:  # "local": a new local Ray, even if RAY_ADDRESS is set
+        check_reachable(args.ray)
+        ray.init(address=args.ray, include_dashboard=False)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        ray.shutdown()
+        where = "a local Ray" if args.ray == "local" else f"the Ray cluster at {args.ray}"
+        print(f"error: --ray: cannot start or reach {where}: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        return 2
+    finally:
+        signal.signal(signal.SIGTERM, handler)  # ray.init installs its own; keep SIGTERM an interruption
     try:
         report = build_on_ray(families, args.bank, args.preset, args.data_root, args.device, args.timings, args.scale,
                               args.length, Resources(cpus, gpus, args.threads), family_resources, args.retries)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from numbers import Real
+from typing import Any
+
+from curves.checks import choice, choices, existing_dir, existing_file, integer, number
 
 REWARDS = ("shaped", "sparse")
 CONFLICTS = ("idle", "repair")
@@ -14,21 +16,12 @@ OBSERVATIONS = ("dict", "flat", "rllib")
 SPLITS = ("train", "val", "test")
 
 
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _finite_real(name: str, value: object) -> float:
-    """A real number (not a bool or a string such as ``"0.5"``) that is finite."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+# Upper bounds: far above any sensible setting, far below what would exhaust memory (observations hold
+# K × H_max losses per step, arrivals draw one number per step of the window).
+MAX_NODES = 1024
+MAX_SLOTS = 1024
+MAX_WINDOW = 1_000_000
+MAX_HISTORY = 4096
 
 
 @dataclass(frozen=True)
@@ -36,7 +29,10 @@ class MARAConfig:
     """Simulator and front-end settings.  Any field can be overridden by keyword in
     ``gym.make("MARA-v0", ...)``, ``mara_env.env(...)`` and ``mara_env.parallel_env(...)``.
 
-    A bad value raises ``ValueError`` naming the field, at construction, not deep inside a step.
+    A bad value raises ``ValueError`` (``TypeError`` for a value of the wrong kind) naming the field, at
+    construction, not deep inside a step: ranges, upper bounds that would exhaust memory, and a ``bank`` or
+    ``workload`` path that does not exist or is not a directory / a file.  The checks are those of
+    :mod:`curves.checks`, shared by every door of the project.
     """
 
     num_nodes: int = 7
@@ -81,33 +77,41 @@ class MARAConfig:
         # Imported here: the task-set registry imports this module for its type hints.
         from mara_env.tasksets import TASK_SETS
 
-        for name in ("num_nodes", "max_active", "arrival_window", "warmup_observations", "max_nodes",
-                     "flat_history"):
-            _positive_int(name, getattr(self, name))
+        integer("max_nodes", self.max_nodes, low=1, high=MAX_NODES)
+        integer("num_nodes", self.num_nodes, low=1, high=MAX_NODES)
         if self.num_nodes > self.max_nodes:
             raise ValueError(f"num_nodes ({self.num_nodes}) must not exceed max_nodes ({self.max_nodes})")
-        if not 0.0 <= _finite_real("arrival_prob", self.arrival_prob) <= 1.0:
-            raise ValueError(f"arrival_prob must lie in [0, 1], got {self.arrival_prob!r}")
-        if _finite_real("shaping_beta", self.shaping_beta) < 0.0:
-            raise ValueError(f"shaping_beta must be non-negative, got {self.shaping_beta!r}")
-        _choice("reward", self.reward, REWARDS)
-        _choice("conflicts", self.conflicts, CONFLICTS)
-        _choice("actions", self.actions, ACTIONS)
-        _choice("observation", self.observation, OBSERVATIONS)
-        for name in ("bank", "workload"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, (str, bytes)) and not hasattr(value, "__fspath__"):
-                raise ValueError(f"{name} must be a path or None, got {value!r}")
-        if self.workload is None:
-            _choice("task_set", self.task_set, tuple(sorted(TASK_SETS)))
-        splits = (self.curve_splits,) if isinstance(self.curve_splits, str) else tuple(self.curve_splits)
-        if not splits or any(s not in SPLITS for s in splits):
-            raise ValueError(f"curve_splits must be a non-empty subset of {SPLITS}, got {self.curve_splits!r}")
-        object.__setattr__(self, "curve_splits", splits)
+        integer("max_active", self.max_active, low=1, high=MAX_SLOTS)
+        integer("arrival_window", self.arrival_window, low=1, high=MAX_WINDOW)
+        integer("warmup_observations", self.warmup_observations, low=1, high=MAX_WINDOW)
+        integer("flat_history", self.flat_history, low=1, high=MAX_HISTORY)
+        number("arrival_prob", self.arrival_prob, low=0.0, high=1.0)
+        number("shaping_beta", self.shaping_beta, low=0.0)
+        choice("reward", self.reward, REWARDS)
+        choice("conflicts", self.conflicts, CONFLICTS)
+        choice("actions", self.actions, ACTIONS)
+        choice("observation", self.observation, OBSERVATIONS)
+        if self.bank is not None:
+            existing_dir("bank", self.bank)
+        if self.workload is not None:
+            existing_file("workload", self.workload)
+        else:
+            choice("task_set", self.task_set, tuple(sorted(TASK_SETS)))
+        object.__setattr__(self, "curve_splits", choices("curve_splits", self.curve_splits, SPLITS))
 
     def replace(self, **changes: object) -> MARAConfig:
         """A copy with some fields changed (validated again); unknown names raise ``ValueError``."""
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        names = [f.name for f in dataclasses.fields(self)]
+        unknown = set(changes) - set(names)
         if unknown:
-            raise ValueError(f"unknown MARA config field(s) {sorted(unknown)}")
+            raise ValueError(f"unknown MARA config field(s) {sorted(unknown)}; known: {', '.join(names)}")
         return dataclasses.replace(self, **changes)
+
+
+def resolve_config(config: MARAConfig | None, overrides: Mapping[str, Any]) -> MARAConfig:
+    """The settings of an env built with ``config=...`` (default: ``MARAConfig()``) and keyword ``overrides``;
+    a ``config`` that is not a :class:`MARAConfig` raises ``TypeError`` naming it."""
+    if config is not None and not isinstance(config, MARAConfig):
+        raise TypeError(f"config must be a MARAConfig or None, got {config!r}")
+    base = config or MARAConfig()
+    return base.replace(**overrides) if overrides else base

@@ -6,6 +6,8 @@ actions arrive (one joint action, or one node at a time) and how observations ar
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -19,6 +21,7 @@ from mara_env.tasksets import TASK_SETS
 from mara_env.workload import Episode, Workload, load_workload
 
 INFO_KEYS = ("successes", "expirations", "conflicts")
+RESET_OPTIONS = ("episode",)
 
 
 @lru_cache(maxsize=8)
@@ -43,22 +46,54 @@ class EpisodeSource:
         self.workload = workload
         self._replayed = 0
 
-    def next(self, rng: np.random.Generator, options: dict[str, Any] | None) -> Episode:
+    def next(self, rng: np.random.Generator, options: Mapping[str, Any] | None) -> Episode:
         """A workload episode (``options={"episode": i}``, else the next in turn), the given ``Episode``
-        (``options={"episode": episode}``) or a fresh random one drawn with ``rng``."""
-        options = options or {}
-        if isinstance(options.get("episode"), Episode):
-            return options["episode"]
+        (``options={"episode": episode}``) or a fresh random one drawn with ``rng``.
+
+        ``options`` must be ``None`` or a mapping (:func:`reset_episode_option`); an index needs a workload file
+        and must lie in it, an ``Episode`` must use curves of this env's bank that cover its budgets.  Anything
+        else raises ``TypeError``/``ValueError`` naming the option.
+        """
+        episode = reset_episode_option(options)
+        if isinstance(episode, Episode):
+            episode.check_against(self.bank, "reset(options={'episode': ...})")
+            return episode
         if self.workload is not None:
             episodes = self.workload.episodes
-            index = options.get("episode", self._replayed % len(episodes))
-            if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(episodes):
+            index = self._replayed % len(episodes) if episode is None else episode
+            if not 0 <= index < len(episodes):
                 raise ValueError(f"options['episode'] must be an index in [0, {len(episodes)}), got {index!r}")
             self._replayed = int(index) + 1
             return episodes[int(index)]
+        if episode is not None:
+            raise ValueError(f"options['episode'] = {episode!r} is an index into a workload file, but this env "
+                             f"draws random episodes (pass workload=... or an Episode)")
         cfg = self.config
         return TASK_SETS[cfg.task_set].sample(self.bank, rng, cfg.arrival_prob, cfg.arrival_window,
                                               cfg.curve_splits)
+
+
+def reset_episode_option(options: Mapping[str, Any] | None) -> Episode | int | None:
+    """The ``"episode"`` entry of ``reset``'s options (``None`` when absent): an ``Episode`` or an integer
+    index.  Options that are not a mapping or an entry of another kind raise ``TypeError`` naming it.
+
+    A key other than ``"episode"`` is ignored with a warning that names it: PettingZoo's API tests reset
+    with ``options={"options": 1}`` to check that any options are taken, so refusing them would fail those.
+    """
+    if options is None:
+        return None
+    if not isinstance(options, Mapping):
+        raise TypeError(f"reset options must be None or a dict such as {{'episode': 0}}, got {options!r}")
+    unknown = sorted(map(repr, set(options) - set(RESET_OPTIONS)))
+    if unknown:
+        warnings.warn(f"reset options: ignoring unknown key(s) {', '.join(unknown)}; MARA reads only "
+                      f"{', '.join(map(repr, RESET_OPTIONS))}", UserWarning, stacklevel=3)
+    episode = options.get("episode")
+    if episode is None or isinstance(episode, Episode):
+        return episode
+    if isinstance(episode, bool) or not isinstance(episode, (int, np.integer)):
+        raise TypeError(f"options['episode'] must be an episode index (int) or an Episode, got {episode!r}")
+    return int(episode)
 
 
 def load_sources(config: MARAConfig) -> tuple[str, CurveBank, Workload | None]:
@@ -115,14 +150,27 @@ def parse_picks(action: Any, num_nodes: int, num_slots: int) -> list[int]:
     """Check a joint action's shape and range; return it as a list of ints for the simulator.
 
     A legal-shaped action is never rejected for conflicts (those become idle and are counted), but a wrong
-    shape or an out-of-range value is a programming error and raises a clear ``ValueError``.
+    shape, a value that is not a whole number (a fraction, NaN, a bool, a string) or an out-of-range value is
+    a programming error and raises a ``ValueError`` naming the action, the node and the value.
     """
     array = np.asarray(action)
     if array.shape != (num_nodes,):
-        raise ValueError(f"action must have shape ({num_nodes},) — one choice per node — got {array.shape}")
+        raise ValueError(f"action must have shape ({num_nodes},) — one choice per node — got shape {array.shape}: "
+                         f"{action!r}")
     if array.dtype.kind not in "iu" and (array.dtype.kind != "f" or not np.all(np.mod(array, 1) == 0)):
-        raise ValueError(f"action must hold integers, got dtype {array.dtype}")
+        bad = _first_non_integer(array)
+        raise ValueError(f"action must hold integers, got {array.tolist()[bad]!r} for node {bad} "
+                         f"(dtype {array.dtype})")
     picks = [int(v) for v in array.tolist()]
     if picks and (min(picks) < 0 or max(picks) > num_slots):
-        raise ValueError(f"action values must lie in [0, {num_slots}] (0 = idle, j = slot j-1), got {picks}")
+        bad = next(node for node, pick in enumerate(picks) if not 0 <= pick <= num_slots)
+        raise ValueError(f"action values must lie in [0, {num_slots}] (0 = idle, j = slot j-1), got {picks[bad]} "
+                         f"for node {bad}: {picks}")
     return picks
+
+
+def _first_non_integer(array: np.ndarray) -> int:
+    """The first node whose entry is not a whole number (the error path of :func:`parse_picks`)."""
+    if array.dtype.kind != "f":
+        return 0
+    return int(np.flatnonzero(~(np.mod(array, 1) == 0))[0])

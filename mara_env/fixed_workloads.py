@@ -9,7 +9,6 @@ rules change); it refuses a bank whose test pools are incomplete.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import zlib
 from collections.abc import Sequence
@@ -18,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from curves.bank import DEFAULT_BANK, CurveBank, load_bank
+from curves.checks import argparse_type, existing_dir, integer, writable_dir
+from curves.cli import Parser, parse, run
 from mara_env.config import MARAConfig
 from mara_env.tasksets import TASK_SETS
 from mara_env.workload import Workload, save_workload
@@ -85,22 +86,32 @@ def generate_all(bank: CurveBank, directory: Path = WORKLOAD_DIR) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bank", default=str(DEFAULT_BANK), help="curve bank directory")
-    parser.add_argument("--out", default=str(WORKLOAD_DIR), help="directory for the workload files")
-    parser.add_argument("--min-test-curves", type=int, default=FULL_TEST_POOL,
+    """CLI: every flag is checked before any work (one line, exit status 2), and so is the bank."""
+    parser = Parser(prog="python -m mara_env.fixed_workloads", description=__doc__.splitlines()[0])
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=argparse_type(existing_dir, "--bank"),
+                        help="curve bank directory")
+    parser.add_argument("--out", default=str(WORKLOAD_DIR), type=argparse_type(writable_dir, "--out"),
+                        help="directory for the workload files")
+    parser.add_argument("--min-test-curves", default=FULL_TEST_POOL,
+                        type=argparse_type(integer, "--min-test-curves", int, low=1, high=10_000),
                         help="refuse a bank with fewer test curves in any family (a partial build)")
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
+    if isinstance(args, int):
+        return args
     try:
         bank = load_bank(args.bank)
         check_complete_pools(bank, size=args.min_test_curves)
-        paths = generate_all(bank, Path(args.out))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for path in paths:
-        print(path)
-    return 0
+
+    def work() -> int:
+        for path in generate_all(bank, Path(args.out)):
+            print(path)
+        return 0
+
+    return run(work, lambda: f"each workload file in {args.out} is written whole; run the command again to write "
+                             "them all")
 
 
 if __name__ == "__main__":

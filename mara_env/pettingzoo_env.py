@@ -3,6 +3,7 @@ wrapper) and ``mara_env.parallel_env()``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -11,17 +12,13 @@ from gymnasium.utils import seeding
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils import wrappers
 
-from mara_env.config import MARAConfig
+from curves.checks import choice, integer
+from mara_env.config import MARAConfig, resolve_config
 from mara_env.flat import flat_space, flatten_observation, node_one_hot
 from mara_env.frontend import RENDER_FPS, RENDER_MODES, FrontEnd
 from mara_env.gym_env import observation_spaces
 
 AGENT_REWARDS = ("team", "share")
-
-
-def _config(config: MARAConfig | None, overrides: dict[str, Any]) -> MARAConfig:
-    base = config or MARAConfig()
-    return base.replace(**overrides) if overrides else base
 
 
 class _NodeSpaces:
@@ -30,12 +27,10 @@ class _NodeSpaces:
 
     def _setup(self, render_mode: str | None, max_cycles: int | None, agent_reward: str,
                config: MARAConfig | None, overrides: dict[str, Any]) -> None:
-        if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, int)
-                                       or max_cycles < 1):
-            raise ValueError(f"max_cycles must be None or a positive integer, got {max_cycles!r}")
-        if agent_reward not in AGENT_REWARDS:
-            raise ValueError(f"agent_reward must be one of {AGENT_REWARDS}, got {agent_reward!r}")
-        merged = _config(config, overrides)
+        if max_cycles is not None:
+            integer("max_cycles", max_cycles, low=1)
+        choice("agent_reward", agent_reward, AGENT_REWARDS)
+        merged = resolve_config(config, overrides)
         if merged.actions != "picks":
             raise ValueError(f"actions={merged.actions!r} is for the Gymnasium env; the PettingZoo envs take "
                              "one pick per node (actions='picks')")
@@ -193,6 +188,8 @@ class raw_env(_NodeSpaces, AECEnv):  # noqa: N801 - PettingZoo's name for the un
             raise RuntimeError("the episode has ended; call reset() before step() again")
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
+            if action is not None:
+                raise ValueError(f"{agent} is done; its only valid action is None, got {action!r}")
             self._was_dead_step(action)
             return
         node = self.agent_index[agent]
@@ -225,7 +222,8 @@ class MARAParallelEnv(_NodeSpaces, ParallelEnv):
     """MARA with all nodes acting simultaneously; conflicts resolve as in the Gymnasium env (``idle``: lower
     index wins, the loser idles and is counted; ``repair``: the loser moves to the next free slot). Each
     node's ``action_mask`` is the static one (idle + occupied slots): nodes choose together, so no node can
-    see the others' picks. A ``step`` after the episode ended (no live agents) raises ``RuntimeError``.
+    see the others' picks. ``step`` takes one action for every live agent (``ValueError`` naming a missing
+    or unknown one); a ``step`` after the episode ended (no live agents) raises ``RuntimeError``.
     Otherwise identical to :class:`raw_env`."""
 
     metadata = {"name": "mara_v0", "render_modes": RENDER_MODES, "render_fps": RENDER_FPS}
@@ -253,10 +251,15 @@ class MARAParallelEnv(_NodeSpaces, ParallelEnv):
 
     def step(self, actions: dict[str, Any]):
         self.frontend.check_can_step()
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions must be a dict of one action per live agent, got {actions!r}")
         unknown = set(actions) - set(self.agents)
         if unknown:
-            raise ValueError(f"actions for agents that are not live: {sorted(unknown)}")
-        picks = [self._check_action(agent, actions.get(agent, 0)) for agent in self.possible_agents]
+            raise ValueError(f"actions for agents that are not live: {sorted(map(str, unknown))}")
+        picks = [self._check_action(agent, actions[agent]) for agent in self.possible_agents if agent in actions]
+        if len(picks) < len(self.possible_agents):
+            missing = [agent for agent in self.possible_agents if agent not in actions]
+            raise ValueError(f"actions lacks live agent(s) {missing}: give every node an action (0 = idle)")
         reward, terminated, info = self.frontend.step(picks)
         self.cycles += 1
         truncated = not terminated and self.max_cycles is not None and self.cycles >= self.max_cycles

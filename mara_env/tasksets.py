@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from curves.bank import CurveBank, FamilySpec
+from curves.checks import choice, integer, number
 from curves.targets import CrossingRule, first_crossing
 from mara_env.workload import Episode, WorkloadError
 
@@ -94,8 +95,10 @@ class MixtureTaskSet:
     targets: str = "crossing"
 
     def __post_init__(self) -> None:
-        if self.targets not in TARGET_RULES:
-            raise ValueError(f"targets must be one of {TARGET_RULES}, got {self.targets!r}")
+        choice("targets", self.targets, TARGET_RULES)
+        number("ood_prob", self.ood_prob, low=0.0, high=1.0)
+        if self.ood_modality is not None and not isinstance(self.ood_modality, str):
+            raise TypeError(f"ood_modality must be a modality name or None, got {self.ood_modality!r}")
 
     def sample(self, bank: CurveBank, rng: np.random.Generator, arrival_prob: float, window: int,
                splits: Sequence[str], root: int = 0, index: int = 0) -> Episode:
@@ -156,6 +159,14 @@ class StressTaskSet:
     short_crossing: tuple[int, int] = (22, 35)
     max_lateness: int = 21
 
+    def __post_init__(self) -> None:
+        for name in ("early", "short", "early_budget", "short_arrival", "max_lateness"):
+            integer(name, getattr(self, name), low=1 if name != "short_arrival" else 0)
+        low, high = self.short_crossing
+        if integer("short_crossing[0]", low, low=1) > integer("short_crossing[1]", high, low=1):
+            raise ValueError(f"short_crossing must be an interval (low, high) with low ≤ high, "
+                             f"got {self.short_crossing}")
+
     def sample(self, bank: CurveBank, rng: np.random.Generator, arrival_prob: float, window: int,
                splits: Sequence[str], root: int = 0, index: int = 0) -> Episode:
         pool = [cid for family in id_families(bank) for cid in _pool(bank, family, splits)]
@@ -201,6 +212,8 @@ TASK_SETS: dict[str, TaskSet] = {
 
 def register_task_set(name: str, task_set: TaskSet | Callable[..., Episode]) -> None:
     """Make a user-defined task set available as ``gym.make("MARA-v0", task_set=name)``."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"task set name must be a non-empty string, got {name!r}")
     if not hasattr(task_set, "sample"):
         raise TypeError(f"task set {name!r} must have a sample(bank, rng, arrival_prob, window, splits) method")
     TASK_SETS[name] = task_set  # type: ignore[assignment]

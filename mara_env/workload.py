@@ -44,20 +44,27 @@ class Episode:
             if np.shape(array) != (n,):
                 raise WorkloadError(f"episode {self.root}/{self.index}: {name} has shape {np.shape(array)}, "
                                     f"expected ({n},)")
+        for name in ("arrival", "budget"):
+            if np.asarray(arrays[name]).dtype.kind not in "iu":
+                raise WorkloadError(f"episode {self.root}/{self.index}: {name} must be an integer array, got dtype "
+                                    f"{np.asarray(arrays[name]).dtype}")
         if n and (np.any(np.diff(self.arrival) < 0) or self.arrival[0] < 0):
             raise WorkloadError(f"episode {self.root}/{self.index}: arrivals must be non-negative and sorted")
         if n and np.any(self.budget < 1):
             raise WorkloadError(f"episode {self.root}/{self.index}: every budget B must be >= 1")
         if n and not np.all(np.isfinite(self.eps) & (self.eps > 0)):
             raise WorkloadError(f"episode {self.root}/{self.index}: every target loss must be finite and > 0")
+        if not all(isinstance(cid, str) for cid in self.curve):
+            bad = next(cid for cid in self.curve if not isinstance(cid, str))
+            raise WorkloadError(f"episode {self.root}/{self.index}: curve ids must be strings, got {bad!r}")
 
     @classmethod
     def from_lists(cls, arrival: Sequence[int], curve: Sequence[str], eps: Sequence[float],
                    budget: Sequence[int], root: int = 0, index: int = 0) -> Episode:
         """Build an episode from plain lists (as stored in JSON)."""
-        return cls(np.asarray(arrival, dtype=np.int64).reshape(-1), tuple(curve),
-                   np.asarray(eps, dtype=np.float64).reshape(-1), np.asarray(budget, dtype=np.int64).reshape(-1),
-                   root, index)
+        where = f"episode {root}/{index}"
+        return cls(_whole_numbers(arrival, "arrival", where), tuple(curve),
+                   np.asarray(eps, dtype=np.float64).reshape(-1), _whole_numbers(budget, "budget", where), root, index)
 
     def __len__(self) -> int:
         return len(self.curve)
@@ -78,6 +85,15 @@ class Episode:
                                     f"which bank {bank.root} does not hold")
             if record.length < budget:
                 raise WorkloadError(f"{where}: curve {cid} has {record.length} batches, fewer than budget {budget}")
+
+
+def _whole_numbers(values: Sequence[int], name: str, where: str) -> np.ndarray:
+    """``values`` as int64, refusing fractions and non-numbers (a cast would truncate 1.5 to 1 silently)."""
+    array = np.asarray(values)
+    fractional = array.dtype.kind == "f" and not np.all(np.mod(array, 1) == 0)
+    if array.size and (array.dtype.kind not in "iuf" or fractional):
+        raise WorkloadError(f"{where}: {name} must hold whole numbers, got {array.reshape(-1).tolist()[:5]}")
+    return array.astype(np.int64).reshape(-1)
 
 
 @dataclass(frozen=True)
@@ -107,10 +123,10 @@ def load_workload(path: str | os.PathLike[str], bank: CurveBank | None = None) -
         episodes = tuple(Episode.from_lists(ep["arrival"], ep["curve"], ep["eps"], ep["budget"],
                                             ep.get("root", 0), ep.get("index", i))
                          for i, ep in enumerate(data["episodes"]))
-    except (KeyError, TypeError) as exc:
-        raise WorkloadError(f"{path}: malformed episode entry: {exc!r}") from exc
     except WorkloadError as exc:
         raise WorkloadError(f"{path}: {exc}") from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise WorkloadError(f"{path}: malformed episode entry: {exc!r}") from exc
     if not episodes:
         raise WorkloadError(f"{path}: the workload holds no episode")
     if bank is not None:

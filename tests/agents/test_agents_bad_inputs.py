@@ -66,7 +66,7 @@ TRAIN_CASES = [
     (["fm", "--min-prefix", "2"], ["min_prefix", "2"]),
     (["fm", "--threads", "0"], ["threads", "0"]),
     (["fm", "--bank", "/no/such/bank", "--run-dir", "{tmp}/fm"], ["/no/such/bank", "manifest not found"]),
-    (["mat", "--bank", "/no/such/bank", "--run-dir", "{tmp}/mat"], ["/no/such/bank", "manifest not found"]),
+    (["mat", "--bank", "/no/such/bank", "--run-dir", "{tmp}/mat"], ["bank", "no such directory /no/such/bank"]),
     (["nonsense"], ["fm,mat"]),
 ]
 

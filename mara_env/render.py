@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from functools import lru_cache
@@ -228,6 +227,20 @@ def draw_gantt(record: EpisodeRecord, sim: Simulator) -> np.ndarray:
     return np.array(image)
 
 
+@lru_cache(maxsize=1)
+def _gif_palette() -> Image.Image:
+    """A fixed GIF palette holding the chart's colours, a grey ramp and each task colour darkened by text
+    drawn over it: mapping a frame onto it takes milliseconds, where Pillow's per-frame adaptive palette
+    takes a fifth of a second."""
+    colours = [*map(tuple, TASK_COLOURS.tolist()), WHITE, BLACK, FRAME, NOW, WINDOW, SUCCESS, EXPIRY]
+    colours += [(level, level, level) for level in np.linspace(0, 255, 32).astype(int).tolist()]
+    colours += [tuple(int(value * shade) for value in colour) for colour in TASK_COLOURS.tolist()
+                for shade in (0.25, 0.5, 0.75)]
+    palette = Image.new("P", (1, 1))
+    palette.putpalette([value for colour in colours for value in colour])
+    return palette
+
+
 def save_episode(frames: Sequence[np.ndarray], path: str | os.PathLike[str], fps: float = 4.0) -> Path:
     """Write ``frames`` (``(H, W, 3)`` uint8 images, e.g. from ``env.render()``) as an animated GIF at ``path``.
 
@@ -250,14 +263,14 @@ def save_episode(frames: Sequence[np.ndarray], path: str | os.PathLike[str], fps
                              f"{images[0].shape}, got {frame.dtype} {frame.shape}")
     if not target.parent.is_dir():
         raise ValueError(f"path {str(path)!r}: the folder {str(target.parent)!r} does not exist")
-    first, *rest = (Image.fromarray(frame) for frame in images)
-    handle, partial = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    palette = _gif_palette()
+    first, *rest = (Image.fromarray(frame).quantize(palette=palette, dither=Image.Dither.NONE) for frame in images)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        with os.fdopen(handle, "wb") as stream:
-            first.save(stream, format="GIF", save_all=True, append_images=rest, duration=round(1000 / fps), loop=0)
+        first.save(partial, format="GIF", save_all=True, append_images=rest, duration=round(1000 / fps), loop=0)
         os.replace(partial, target)
     except BaseException:
-        Path(partial).unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
         raise
     return target
 

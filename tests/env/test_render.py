@@ -163,6 +163,9 @@ def test_save_episode_writes_a_multi_frame_gif(bank_dir, tmp_path):
         assert gif.format == "GIF" and gif.n_frames == len(frames) == 4
         assert gif.size == (render.WIDTH, render.HEIGHT)
         assert gif.info["duration"] == 200 and gif.info["loop"] == 0
+        gif.seek(len(frames) - 1)
+        last = np.asarray(gif.convert("RGB"), dtype=np.int64)
+    assert np.abs(last - frames[-1]).mean() < 1.0  # the fixed palette keeps the picture
     assert [p.name for p in tmp_path.iterdir()] == ["episode.gif"]  # no partial file left
 
 

@@ -155,3 +155,31 @@ def test_a_bad_flag_is_one_line_and_exit_2_before_any_work(bank_dir, tmp_path, c
 def test_examples_explain_themselves(name):
     module = load(name)
     assert module.__doc__ and "python examples/" in module.__doc__
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+TORCH_LIBRARIES = ("stable_baselines3", "sb3_contrib", "ray.rllib", "supersuit", "make_demand", "make_policy(\"mara\"",
+                   "evaluate_workload")
+
+
+def python_snippets():
+    for page in sorted(DOCS.glob("*.md")):
+        for number, block in enumerate(page.read_text().split("```python\n")[1:]):
+            yield pytest.param(block.split("```")[0], id=f"{page.name}-{number}")
+
+
+@pytest.mark.parametrize("snippet", list(python_snippets()))
+def test_doc_snippets_that_train_or_play_networks_use_one_thread_as_the_examples_do(snippet):
+    if any(library in snippet for library in TORCH_LIBRARIES):
+        assert "torch.set_num_threads(1)" in snippet
+
+
+def test_the_documented_gif_recipe_writes_an_animated_gif(tmp_path, monkeypatch):
+    from PIL import Image
+
+    text = (DOCS / "environment.md").read_text()
+    recipe = next(block.split("```")[0] for block in text.split("```python\n") if "save_episode(frames" in block)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(recipe, "docs/environment.md", "exec"), {})
+    with Image.open(tmp_path / "episode.gif") as gif:
+        assert gif.n_frames > 10 and gif.size == (640, 400)

@@ -91,10 +91,25 @@ def writable_dir(text: str) -> Path:
     return path
 
 
+def add_env_flags(parser: argparse.ArgumentParser) -> None:
+    """``--bank``, ``--arrival-window`` and ``--seed``, which every training example takes."""
+    parser.add_argument("--bank", type=existing_dir, default=None,
+                        help="curve bank directory (default: the shipped bank)")
+    parser.add_argument("--arrival-window", type=integer(1), default=500,
+                        help="T, steps during which tasks arrive")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the envs and the networks")
+
+
+def env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The env options the flags of :func:`add_env_flags` set (no ``bank`` key for the shipped bank)."""
+    return {"arrival_window": args.arrival_window, **({"bank": args.bank} if args.bank else {})}
+
+
 def add_logdir(parser: argparse.ArgumentParser) -> None:
     """``--logdir``: where the TensorBoard event files go."""
     parser.add_argument("--logdir", type=writable_dir, default=DEFAULT_LOGDIR,
-                        help=f"TensorBoard directory; each run gets a new NAME_N folder in it (default: {DEFAULT_LOGDIR})")
+                        help=f"TensorBoard directory; each run writes a new NAME_N folder in it "
+                             f"(default: {DEFAULT_LOGDIR})")
 
 
 def new_run_dir(logdir: Path, name: str) -> Path:

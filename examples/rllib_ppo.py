@@ -100,14 +100,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--iterations", type=_args.integer(1, 10**6), default=20, help="training iterations")
     parser.add_argument("--batch-size", type=_args.integer(1, 10**7), default=4000,
                         help="env steps per training iteration")
-    parser.add_argument("--bank", type=_args.existing_dir, default=None,
-                        help="curve bank directory (default: the shipped bank)")
-    parser.add_argument("--arrival-window", type=_args.integer(1), default=500,
-                        help="T, steps during which tasks arrive")
-    parser.add_argument("--seed", type=_args.seed, default=0)
+    _args.add_env_flags(parser)
     _args.add_logdir(parser)
     args = parser.parse_args(argv)
-    env_config = {"arrival_window": args.arrival_window, **({"bank": args.bank} if args.bank else {})}
+    env_config = _args.env_kwargs(args)
     _args.check_before_work(parser, lambda: mara_env.parallel_env(**ENV_OPTIONS, **env_config)).close()
 
     import ray

@@ -116,20 +116,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser.add_argument("--n-steps", type=_args.integer(2, 10**6), default=512,
                         help="rollout length per env and update")
     parser.add_argument("--episodes", type=_args.integer(1, 10**5), default=5, help="check episodes after training")
-    parser.add_argument("--bank", type=_args.existing_dir, default=None,
-                        help="curve bank directory (default: the shipped bank)")
+    _args.add_env_flags(parser)
     parser.add_argument("--workload", type=_args.existing_file, default=None,
                         help="check on this workload file's episodes")
-    parser.add_argument("--arrival-window", type=_args.integer(1), default=500,
-                        help="T, steps during which tasks arrive")
-    parser.add_argument("--seed", type=_args.seed, default=0)
     parser.add_argument("--out", type=_args.writable_dir, default=None,
                         help="write maskable_ppo_seed{S}.zip and its JSON manifest into this directory")
     _args.add_logdir(parser)
     args = parser.parse_args(argv)
-    env_kwargs: dict[str, Any] = {"arrival_window": args.arrival_window}
-    if args.bank:
-        env_kwargs["bank"] = args.bank
+    env_kwargs = _args.env_kwargs(args)
     check_kwargs = {**env_kwargs, "workload": args.workload} if args.workload else {**env_kwargs,
                                                                                      "curve_splits": ("val",)}
     check_env = _args.check_before_work(parser, lambda: gym.make("MARA-v0", **ENV_OPTIONS, **check_kwargs))

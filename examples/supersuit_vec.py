@@ -56,16 +56,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser.add_argument("--n-steps", type=_args.integer(1, 10**5), default=256,
                         help="rollout length per vector entry")
     parser.add_argument("--episodes", type=_args.integer(1, 10**5), default=3, help="evaluation episodes")
-    parser.add_argument("--bank", type=_args.existing_dir, default=None,
-                        help="curve bank directory (default: the shipped bank)")
-    parser.add_argument("--arrival-window", type=_args.integer(1), default=500,
-                        help="T, steps during which tasks arrive")
-    parser.add_argument("--seed", type=_args.seed, default=0)
+    _args.add_env_flags(parser)
     _args.add_logdir(parser)
     args = parser.parse_args(argv)
-    env_kwargs: dict[str, Any] = {"arrival_window": args.arrival_window}
-    if args.bank:
-        env_kwargs["bank"] = args.bank
+    env_kwargs = _args.env_kwargs(args)
     _args.check_before_work(parser, lambda: mara_env.parallel_env(**ENV_OPTIONS, **env_kwargs)).close()
 
     import torch

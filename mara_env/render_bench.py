@@ -12,25 +12,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
 import mara_env  # noqa: F401  (registers MARA-v0)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def _directory(text: str) -> str:
-    if not Path(text).is_dir():
-        raise argparse.ArgumentTypeError(f"no such directory: {text!r}")
-    return text
 
 
 def time_frames(rule: str, seed: int, every: int, bank: str | None) -> tuple[list[float], list[float]]:
@@ -55,10 +41,16 @@ def time_frames(rule: str, seed: int, every: int, bank: str | None) -> tuple[lis
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bank", type=_directory, default=None, help="curve bank directory (default: shipped)")
-    parser.add_argument("--seed", type=int, default=0, help="episode and random-picks seed")
-    parser.add_argument("--every", type=_positive_int, default=10, help="render every K-th step")
+    parser.add_argument("--bank", default=None, help="curve bank directory (default: the shipped bank)")
+    parser.add_argument("--seed", type=int, default=0, help="episode and random-picks seed (>= 0)")
+    parser.add_argument("--every", type=int, default=10, help="render every K-th step (>= 1)")
     args = parser.parse_args(argv)
+    if args.seed < 0 or args.every < 1:
+        parser.error(f"--seed must be >= 0 and --every >= 1, got --seed {args.seed} --every {args.every}")
+    try:
+        gym.make("MARA-v0", **({"bank": args.bank} if args.bank else {})).close()
+    except (ValueError, OSError) as exc:
+        parser.error(f"--bank {args.bank}: {exc}")
     for rule in ("random", "fixed"):
         walls, cpus = time_frames(rule, args.seed, args.every, args.bank)
         print(f"rgb_array frame, {rule} picks: {len(walls)} frames, {1000 * np.mean(walls):.1f} ms mean, "

@@ -40,7 +40,6 @@ TASK_COLOURS = np.array([[int(code[i:i + 2], 16) for i in (0, 2, 4)] for code in
     "1f77b4", "aec7e8", "ff7f0e", "ffbb78", "2ca02c", "98df8a", "d62728", "ff9896", "9467bd", "c5b0d5",
     "8c564b", "c49c94", "e377c2", "f7b6d2", "7f7f7f", "c7c7c7", "bcbd22", "dbdb8d", "17becf", "9edae5")],
     dtype=np.uint8)
-LEGEND = ("arrival to deadline", "in a slot (task colour)", "succeeded", "expired", "now")
 
 
 class EpisodeRecord:
@@ -89,20 +88,23 @@ def _vertical_text(image: Image.Image, text: str, centre: tuple[int, int]) -> No
 
 
 def _legend(draw: ImageDraw.ImageDraw) -> None:
+    """One mark and its name for each thing the chart draws, in a row under it."""
+    def window(x: int, y: int) -> None:
+        draw.rectangle((x, y - 2, x + 14, y + 2), fill=WINDOW)
+
+    def in_slot(x: int, y: int) -> None:
+        draw.rectangle((x, y - 4, x + 6, y + 4), fill=tuple(TASK_COLOURS[0]))
+        draw.rectangle((x + 7, y - 4, x + 14, y + 4), fill=tuple(TASK_COLOURS[2]))
+
+    def now(x: int, y: int) -> None:
+        draw.line((x + 7, y - 6, x + 7, y + 6), fill=NOW, width=1)
+
     font = _font()
     x, y = PLOT_LEFT, LEGEND_Y + 6
-    for name in LEGEND:
-        if name.startswith("arrival"):
-            draw.rectangle((x, y - 2, x + 14, y + 2), fill=WINDOW)
-        elif name.startswith("in a slot"):
-            draw.rectangle((x, y - 4, x + 6, y + 4), fill=tuple(TASK_COLOURS[0]))
-            draw.rectangle((x + 7, y - 4, x + 14, y + 4), fill=tuple(TASK_COLOURS[2]))
-        elif name == "succeeded":
-            _success_mark(draw, x + 7, y)
-        elif name == "expired":
-            _expiry_mark(draw, x + 7, y)
-        else:
-            draw.line((x + 7, y - 6, x + 7, y + 6), fill=NOW, width=1)
+    for name, mark in (("arrival to deadline", window), ("in a slot (task colour)", in_slot),
+                       ("succeeded", lambda x, y: _success_mark(draw, x + 7, y)),
+                       ("expired", lambda x, y: _expiry_mark(draw, x + 7, y)), ("now", now)):
+        mark(x, y)
         draw.text((x + 19, y), name, fill=BLACK, font=font, anchor="lm")
         x += 19 + int(font.getlength(name)) + 16
 
@@ -184,7 +186,7 @@ def _task_rows(draw: ImageDraw.ImageDraw, sim: Simulator, to_x: float) -> None:
         top, bottom = edges[row], edges[row + 1]
         middle, half = (top + bottom) / 2, (bottom - top) / 2
         arrival, deadline = int(sim.arrival[task]), int(sim.deadline[task])
-        draw.rectangle((x(arrival), middle - 0.15 * half * 2, x(deadline), middle + 0.15 * half * 2), fill=WINDOW)
+        draw.rectangle((x(arrival), middle - 0.3 * half, x(deadline), middle + 0.3 * half), fill=WINDOW)
         admitted, left = int(sim.admitted_at[task]), int(sim.left_at[task])
         if admitted >= 0:
             end = max(left if left >= 0 else sim.t, admitted)

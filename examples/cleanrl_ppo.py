@@ -3,25 +3,32 @@
 One MLP reads the flat observation (``observation="flat"``) and emits, for each of the M nodes, logits over
 idle and the K slots; empty slots are masked out with the env's ``action_masks()``; nodes that still pick
 the same slot are resolved by ``conflicts="repair"``. Read top to bottom: rollout, GAE, minibatch updates,
-TensorBoard logging with ``global_step`` (when ``--log-dir`` is given).
+TensorBoard logging with ``global_step`` (into a new ``cleanrl_ppo_N`` folder under ``--logdir``, by default
+the repository's gitignored ``runs/``). Every flag is checked before anything is built.
 
-    python examples/cleanrl_ppo.py --total-timesteps 100000 --log-dir runs/mara_ppo
+    python examples/cleanrl_ppo.py --total-timesteps 100000
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 from torch.distributions import Categorical
+from torch.utils.tensorboard import SummaryWriter
 
 import mara_env  # noqa: F401  (registers MARA-v0)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _args  # noqa: E402  (the examples' shared flag checks)
 
 
 @dataclass
@@ -58,16 +65,32 @@ class Args:
     """curve bank directory (empty: the shipped bank)"""
     seed: int = 0
     """seed of the envs and the network"""
-    log_dir: str = ""
-    """TensorBoard directory (empty: no logging)"""
+    logdir: str = str(_args.DEFAULT_LOGDIR)
+    """TensorBoard directory (each run writes a new cleanrl_ppo_N folder in it)"""
+
+
+# How each flag's text becomes a value; a bad one is a one-line usage error (exit 2) before any work.
+CHECKS = {"total_timesteps": _args.integer(1, 10**9), "num_envs": _args.integer(1, 256),
+          "num_steps": _args.integer(1, 10**5), "learning_rate": _args.number(0, 1, open_low=True),
+          "gamma": _args.number(0, 1), "gae_lambda": _args.number(0, 1), "num_minibatches": _args.integer(1),
+          "update_epochs": _args.integer(1, 1000), "clip_coef": _args.number(0, 10, open_low=True),
+          "ent_coef": _args.number(0, 10), "vf_coef": _args.number(0, 10),
+          "max_grad_norm": _args.number(0, open_low=True), "flat_history": _args.integer(1),
+          "arrival_window": _args.integer(1), "bank": lambda text: text and _args.existing_dir(text),
+          "seed": _args.seed, "logdir": lambda text: str(_args.writable_dir(text))}
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    """The CLI, generated from :class:`Args` (one flag per field, its docstring as help)."""
+    """The CLI, generated from :class:`Args` (one flag per field); values are checked before anything is built."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args(argv)))
+        parser.add_argument(f"--{field.name.replace('_', '-')}", type=CHECKS[field.name], default=field.default)
+    args = Args(**vars(parser.parse_args(argv)))
+    if args.num_minibatches > args.num_envs * args.num_steps:
+        parser.error(f"--num-minibatches {args.num_minibatches} exceeds the batch, --num-envs × --num-steps = "
+                     f"{args.num_envs * args.num_steps}")
+    _args.check_before_work(parser, lambda: make_env(args)).close()
+    return args
 
 
 def make_env(args: Args) -> gym.Env:
@@ -116,10 +139,8 @@ def main(argv: list[str] | None = None) -> list[float]:
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     agent = Agent(envs.single_observation_space.shape[0], envs.single_action_space.nvec)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    writer = None
-    if args.log_dir:
-        from torch.utils.tensorboard import SummaryWriter
-        writer = SummaryWriter(args.log_dir)
+    writer = SummaryWriter(_args.new_run_dir(Path(args.logdir), "cleanrl_ppo"))
+    print(f"TensorBoard log: {writer.log_dir}")
 
     shape = (args.num_steps, args.num_envs)
     obs_buf = torch.zeros(shape + envs.single_observation_space.shape)
@@ -152,8 +173,7 @@ def main(argv: list[str] | None = None) -> list[float]:
                 ended = info["final_info"]["_episode_metrics"]
                 for rate in info["final_info"]["episode_metrics"]["success_rate"][ended]:
                     success_rates.append(float(rate))
-                    if writer:
-                        writer.add_scalar("charts/success_rate", rate, global_step)
+                    writer.add_scalar("charts/success_rate", rate, global_step)
 
         # Generalised advantage estimation (a done at step t+1 means step t ended its episode).
         with torch.no_grad():
@@ -186,15 +206,15 @@ def main(argv: list[str] | None = None) -> list[float]:
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
-        if writer:
-            writer.add_scalar("losses/policy", pg_loss.item(), global_step)
-            writer.add_scalar("losses/value", v_loss.item(), global_step)
-            writer.add_scalar("charts/SPS", global_step / (time.time() - start), global_step)
-        recent = np.mean(success_rates[-10:]) if success_rates else float("nan")
-        print(f"update {update + 1}/{updates}  step {global_step}  recent success rate {recent:.3f}")
+        writer.add_scalar("losses/policy", pg_loss.item(), global_step)
+        writer.add_scalar("losses/value", v_loss.item(), global_step)
+        writer.add_scalar("charts/SPS", global_step / (time.time() - start), global_step)
+        recent = [rate for rate in success_rates[-10:] if not np.isnan(rate)]  # NaN: an episode without tasks
+        progress = ("no episode finished yet" if not success_rates else
+                    f"recent success rate {np.mean(recent):.3f}" if recent else "the recent episodes had no tasks")
+        print(f"update {update + 1}/{updates}  step {global_step}  {progress}")
     envs.close()
-    if writer:
-        writer.close()
+    writer.close()
     return success_rates
 
 

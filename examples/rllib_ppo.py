@@ -4,7 +4,9 @@ All seven nodes share one policy. The env gives RLlib what its stock ``ActionMas
 (``observation="rllib"``: a flat ``observations`` Box and an ``action_mask``), repairs conflicting picks
 (``conflicts="repair"``, since the parallel env's masks cannot see the other nodes' choices), and splits
 the team reward evenly (``agent_reward="share"``) so that RLlib's episode return — the sum over agents — is
-the team return, counted once.
+the team return, counted once. Each iteration's team return, episode length, losses and sampled steps go
+to TensorBoard in a new ``rllib_ppo_N`` folder under ``--logdir`` (default: the repository's gitignored
+``runs/``). Every flag is checked before anything is built.
 
     python examples/rllib_ppo.py --iterations 20
 """
@@ -12,19 +14,25 @@ the team return, counted once.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import mara_env
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _args  # noqa: E402  (the examples' shared flag checks)
+
+ENV_OPTIONS = {"observation": "rllib", "conflicts": "repair", "agent_reward": "share"}
+
 
 def make_env(env_config: dict[str, Any]) -> Any:
     """The RLlib env: ``ParallelPettingZooEnv`` over ``mara_env.parallel_env`` with the three options above."""
     from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 
-    return ParallelPettingZooEnv(mara_env.parallel_env(observation="rllib", conflicts="repair",
-                                                       agent_reward="share", **env_config))
+    return ParallelPettingZooEnv(mara_env.parallel_env(**ENV_OPTIONS, **env_config))
 
 
 def build_config(env_config: dict[str, Any], batch_size: int, seed: int) -> Any:
@@ -57,7 +65,7 @@ def play(algo: Any, env_config: dict[str, Any], seed: int) -> tuple[dict[str, fl
     from ray.rllib.core.columns import Columns
 
     module = algo.get_module("nodes")
-    env = mara_env.parallel_env(observation="rllib", conflicts="repair", agent_reward="share", **env_config)
+    env = mara_env.parallel_env(**ENV_OPTIONS, **env_config)
     observations, _ = env.reset(seed=seed)
     masked = 0
     while env.agents:
@@ -72,38 +80,56 @@ def play(algo: Any, env_config: dict[str, Any], seed: int) -> tuple[dict[str, fl
     return infos["node_0"]["episode_metrics"], masked
 
 
+def log_result(writer: Any, result: dict[str, Any]) -> None:
+    """Every number RLlib reports about sampling (``env_runners``) and the shared policy's learner, as a
+    TensorBoard scalar at the lifetime count of sampled env steps."""
+    step = int(result.get("env_runners", {}).get("num_env_steps_sampled_lifetime", 0))
+    for key in ("env_runners", "learners/nodes"):
+        section: Any = result
+        for part in key.split("/"):
+            section = section.get(part, {}) if isinstance(section, dict) else {}
+        for name, value in section.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value):
+                writer.add_scalar(f"{key}/{name}", value, step)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Train; returns the mean team return RLlib reports after each iteration (NaN before an episode ends)
     and one greedy episode's metrics and masked picks."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=20, help="training iterations")
-    parser.add_argument("--batch-size", type=int, default=4000, help="env steps per training iteration")
-    parser.add_argument("--bank", default=None, help="curve bank directory (default: the shipped bank)")
-    parser.add_argument("--arrival-window", type=int, default=500, help="T, steps during which tasks arrive")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--iterations", type=_args.integer(1, 10**6), default=20, help="training iterations")
+    parser.add_argument("--batch-size", type=_args.integer(1, 10**7), default=4000,
+                        help="env steps per training iteration")
+    _args.add_env_flags(parser)
+    _args.add_logdir(parser)
     args = parser.parse_args(argv)
-    if args.iterations < 1 or args.batch_size < 1:
-        parser.error("--iterations and --batch-size must be positive")
+    env_config = _args.env_kwargs(args)
+    _args.check_before_work(parser, lambda: mara_env.parallel_env(**ENV_OPTIONS, **env_config)).close()
 
     import ray
+    from torch.utils.tensorboard import SummaryWriter
 
-    env_config = {"arrival_window": args.arrival_window, **({"bank": args.bank} if args.bank else {})}
     started = not ray.is_initialized()  # leave a Ray the caller started running
     if started:
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    writer = SummaryWriter(_args.new_run_dir(args.logdir, "rllib_ppo"))
+    print(f"TensorBoard log: {writer.log_dir}")
     try:
         algo = build_config(env_config, args.batch_size, args.seed).build_algo()
         returns = []
         for iteration in range(args.iterations):
             result = algo.train()
+            log_result(writer, result)
             team_return = float(result["env_runners"].get("episode_return_mean", float("nan")))
             returns.append(team_return)
-            print(f"iteration {iteration + 1}: team return {team_return:.3f}")
+            progress = "no episode finished yet" if np.isnan(team_return) else f"team return {team_return:.3f}"
+            print(f"iteration {iteration + 1}: {progress}")
         metrics, masked = play(algo, env_config, seed=args.seed)
         print(f"greedy episode: success rate {100 * metrics['success_rate']:.1f} %, masked picks {masked}")
         algo.stop()
         return {"returns": returns, "metrics": metrics, "masked_picks": masked}
     finally:
+        writer.close()
         if started:
             ray.shutdown()
 

@@ -9,7 +9,8 @@ Training draws random ID episodes from the bank's train/val curves; the check af
 episodes on val curves (or a ``--workload`` file's episodes). ``--out DIR`` writes the model as
 ``DIR/maskable_ppo_seed{S}.zip`` with a JSON manifest beside it (budget, seed, wall time, env steps/s, library
 versions, SHA-256 of the zip, the command); both files are written atomically. The same seed gives the same
-model.
+model. Training curves go to TensorBoard under ``--logdir`` (default: the repository's gitignored ``runs/``):
+``tensorboard --logdir runs``. Every flag is checked before anything is built.
 
     python examples/sb3_maskable_ppo.py --steps 50000 --seed 0 --out /tmp/mara_maskable
 """
@@ -34,12 +35,17 @@ import numpy as np
 
 import mara_env  # registers MARA-v0
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _args  # noqa: E402  (the examples' shared flag checks)
+
 ENV_OPTIONS = {"observation": "flat", "conflicts": "repair"}
 LIBRARIES = ("stable-baselines3", "sb3-contrib", "torch", "gymnasium", "numpy")
 
 
-def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, **env_kwargs: Any) -> Any:
-    """A MaskablePPO model trained for ``steps`` environment steps on random episodes."""
+def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, logdir: Path | None = None,
+          **env_kwargs: Any) -> Any:
+    """A MaskablePPO model trained for ``steps`` environment steps on random episodes; with ``logdir``, its
+    training curves go to TensorBoard in a new ``maskable_ppo_seed{S}_N`` folder there."""
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -48,9 +54,10 @@ def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, **env_
     torch.set_num_threads(1)  # tiny networks: more threads only contend for the cores
     envs = make_vec_env("MARA-v0", n_envs=n_envs, seed=seed, env_kwargs={**ENV_OPTIONS, **env_kwargs})
     model = MaskablePPO("MlpPolicy", envs, n_steps=n_steps, batch_size=min(256, n_steps * n_envs),
-                        gamma=0.99, seed=seed, verbose=0)
-    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default logger leaves an empty /tmp/SB3-* folder
-    model.learn(total_timesteps=steps)
+                        gamma=0.99, seed=seed, verbose=0, tensorboard_log=None if logdir is None else str(logdir))
+    if logdir is None:
+        model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves an empty /tmp/SB3-* folder
+    model.learn(total_timesteps=steps, tb_log_name=f"maskable_ppo_seed{seed}")
     return model
 
 
@@ -104,27 +111,30 @@ def save(model: Any, out: Path, manifest: dict[str, Any]) -> Path:
 
 def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=50_000, help="training environment steps")
-    parser.add_argument("--n-envs", type=int, default=4, help="parallel training envs")
-    parser.add_argument("--n-steps", type=int, default=512, help="rollout length per env and update")
-    parser.add_argument("--episodes", type=int, default=5, help="check episodes after training")
-    parser.add_argument("--bank", default=None, help="curve bank directory (default: the shipped bank)")
-    parser.add_argument("--workload", default=None, help="check on this workload file's episodes")
-    parser.add_argument("--arrival-window", type=int, default=500, help="T, steps during which tasks arrive")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--steps", type=_args.integer(1, 10**9), default=50_000, help="training environment steps")
+    parser.add_argument("--n-envs", type=_args.integer(1, 256), default=4, help="parallel training envs")
+    parser.add_argument("--n-steps", type=_args.integer(2, 10**6), default=512,
+                        help="rollout length per env and update")
+    parser.add_argument("--episodes", type=_args.integer(1, 10**5), default=5, help="check episodes after training")
+    _args.add_env_flags(parser)
+    parser.add_argument("--workload", type=_args.existing_file, default=None,
+                        help="check on this workload file's episodes")
+    parser.add_argument("--out", type=_args.writable_dir, default=None,
                         help="write maskable_ppo_seed{S}.zip and its JSON manifest into this directory")
+    _args.add_logdir(parser)
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.episodes < 1:
-        parser.error("--steps and --episodes must be positive")
-    env_kwargs: dict[str, Any] = {"arrival_window": args.arrival_window}
-    if args.bank:
-        env_kwargs["bank"] = args.bank
-    started = time.perf_counter()
-    model = train(args.steps, args.n_envs, args.seed, args.n_steps, **env_kwargs)
-    wall = time.perf_counter() - started
+    env_kwargs = _args.env_kwargs(args)
     check_kwargs = {**env_kwargs, "workload": args.workload} if args.workload else {**env_kwargs,
                                                                                      "curve_splits": ("val",)}
+    check_env = _args.check_before_work(parser, lambda: gym.make("MARA-v0", **ENV_OPTIONS, **check_kwargs))
+    if args.workload and args.episodes > len(check_env.unwrapped.engine.workload.episodes):
+        parser.error(f"--episodes {args.episodes} exceeds the {len(check_env.unwrapped.engine.workload.episodes)} "
+                     f"episodes of --workload {args.workload}")
+    check_env.close()
+    started = time.perf_counter()
+    model = train(args.steps, args.n_envs, args.seed, args.n_steps, args.logdir, **env_kwargs)
+    wall = time.perf_counter() - started
+    print(f"TensorBoard log: {model.logger.dir}")
     rows = evaluate(model, args.episodes, **check_kwargs)
     rates = [row["success_rate"] for row in rows if not np.isnan(row["success_rate"])]  # NaN: no tasks came
     check = {"episodes": len(rows), "on": args.workload or "random ID episodes, val curves",

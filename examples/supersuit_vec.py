@@ -5,7 +5,9 @@ node, trained with plain PPO and one shared policy (parameter sharing).
 ``MlpPolicy`` need one; the node's one-hot is part of it), and ``conflicts="repair"`` turns the nodes'
 independent picks into a matching, so no mask is needed. ``black_death_v3`` is not needed (all nodes end
 together) and must not be used: SuperSuit 3.11's version ends an episode only when it is terminated *and*
-truncated, so it would step past the end (where the env raises ``RuntimeError``).
+truncated, so it would step past the end (where the env raises ``RuntimeError``). Training curves go to
+TensorBoard in a new ``supersuit_ppo_N`` folder under ``--logdir`` (default: the repository's gitignored
+``runs/``). Every flag is checked before anything is built.
 
     python examples/supersuit_vec.py --steps 20000
 """
@@ -13,11 +15,16 @@ truncated, so it would step past the end (where the env raises ``RuntimeError``)
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import mara_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _args  # noqa: E402  (the examples' shared flag checks)
 
 ENV_OPTIONS = {"observation": "flat", "conflicts": "repair"}
 
@@ -43,34 +50,32 @@ def play(model: Any, seed: int, **env_kwargs: Any) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20_000, help="training steps, counted per node")
-    parser.add_argument("--num-envs", type=int, default=2, help="parallel env copies (x 7 nodes)")
-    parser.add_argument("--n-steps", type=int, default=256, help="rollout length per vector entry")
-    parser.add_argument("--episodes", type=int, default=3, help="evaluation episodes")
-    parser.add_argument("--bank", default=None, help="curve bank directory (default: the shipped bank)")
-    parser.add_argument("--arrival-window", type=int, default=500, help="T, steps during which tasks arrive")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=_args.integer(1, 10**9), default=20_000,
+                        help="training steps, counted per node")
+    parser.add_argument("--num-envs", type=_args.integer(1, 256), default=2, help="parallel env copies (x 7 nodes)")
+    parser.add_argument("--n-steps", type=_args.integer(1, 10**5), default=256,
+                        help="rollout length per vector entry")
+    parser.add_argument("--episodes", type=_args.integer(1, 10**5), default=3, help="evaluation episodes")
+    _args.add_env_flags(parser)
+    _args.add_logdir(parser)
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.episodes < 1:
-        parser.error("--steps and --episodes must be positive")
+    env_kwargs = _args.env_kwargs(args)
+    _args.check_before_work(parser, lambda: mara_env.parallel_env(**ENV_OPTIONS, **env_kwargs)).close()
 
     import torch
     from stable_baselines3 import PPO
-    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.utils import set_random_seed
 
     torch.set_num_threads(1)
-    env_kwargs: dict[str, Any] = {"arrival_window": args.arrival_window}
-    if args.bank:
-        env_kwargs["bank"] = args.bank
     vec = make_vec_env(args.num_envs, **env_kwargs)
     # SuperSuit 3.11's vector env has no seed(), which SB3 calls for PPO(seed=...): seed the envs through
     # their reset (later resets continue each env's generator) and the networks through SB3's helper.
     vec.venv.reset(seed=args.seed)
     set_random_seed(args.seed)
-    model = PPO("MlpPolicy", vec, n_steps=args.n_steps, batch_size=args.n_steps * args.num_envs, verbose=0)
-    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default logger leaves an empty /tmp/SB3-* folder
-    model.learn(total_timesteps=args.steps)
+    model = PPO("MlpPolicy", vec, n_steps=args.n_steps, batch_size=args.n_steps * args.num_envs, verbose=0,
+                tensorboard_log=str(args.logdir))
+    model.learn(total_timesteps=args.steps, tb_log_name="supersuit_ppo")
+    print(f"TensorBoard log: {model.logger.dir}")
     vec.close()
     rows = [play(model, seed=1000 + i, **env_kwargs) for i in range(args.episodes)]
     successes, tasks = sum(row["successes"] for row in rows), sum(row["tasks"] for row in rows)

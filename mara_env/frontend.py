@@ -75,7 +75,7 @@ class FrontEnd:
             raise RuntimeError("call reset() before render()")
         if self.render_mode == "ansi":
             return self.engine.render_text()
-        if self.record is None:
+        if self.record is None or (self.viewer is not None and not self.viewer.wants_frames()):
             return None
         image = draw_gantt(self.record, self.sim)
         if self.viewer is None:

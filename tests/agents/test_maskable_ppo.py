@@ -40,7 +40,8 @@ def smoke_run(bank_dir, tmp_path_factory):
     """The training command's smoke path, run twice with seed 3 into two directories."""
     outs = [tmp_path_factory.mktemp(f"mppo{i}") for i in range(2)]
     for out in outs:
-        recipe().main([*SMOKE, "--bank", str(bank_dir), "--seed", "3", "--out", str(out)])
+        recipe().main([*SMOKE, "--bank", str(bank_dir), "--seed", "3", "--out", str(out),
+                       "--logdir", str(tmp_path_factory.mktemp("tensorboard"))])
     return outs
 
 

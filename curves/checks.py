@@ -166,20 +166,27 @@ def writable_dir(name: str, value: object) -> Path:
     return path
 
 
-def argparse_type(check: Callable[..., T], flag: str, convert: Callable[[str], Any] = str,
+def argparse_type(check: Callable[..., T], flag: str | None = None, convert: Callable[[str], Any] = str,
                   **bounds: Any) -> Callable[[str], T]:
-    """An argparse ``type=`` that converts the text with ``convert`` and then applies ``check`` under the
-    flag's name; any refusal becomes a usage error (exit status 2) naming the flag and the value."""
+    """An argparse ``type=`` that converts the text with ``convert`` and then applies ``check``; any refusal
+    becomes a usage error (exit status 2) naming the value.  With ``flag`` the message names the flag as
+    well; without it argparse's own prefix (``argument --flag:``) names the flag."""
+    name = flag or "value"
+
     def parse(text: str) -> T:
         try:
             value = convert(text)
         except ValueError:
             kind = {int: "an integer", float: "a number"}.get(convert, "a valid value")
-            raise argparse.ArgumentTypeError(f"{flag} must be {kind}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"{flag + ' ' if flag else ''}must be {kind}, got {text!r}") from None
         try:
-            return check(flag, value, **bounds)
+            return check(name, value, **bounds)
         except (TypeError, ValueError) as exc:
-            message = str(exc) if flag in str(exc) else f"{flag}: {exc}"
+            message = str(exc)
+            if flag is None:  # argparse's prefix "argument --flag:" already names it
+                message = message.removeprefix(name).removeprefix(":").strip()
+            elif name not in message:
+                message = f"{name}: {message}"
             raise argparse.ArgumentTypeError(message) from None
     parse.__name__ = getattr(check, "__name__", "value")
     return parse

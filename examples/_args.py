@@ -8,11 +8,11 @@ environment is built or any step is trained.
 from __future__ import annotations
 
 import argparse
-import math
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from curves import checks
 
 DEFAULT_LOGDIR = Path(__file__).resolve().parents[1] / "runs"  # gitignored
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding, which SB3 uses, takes no more
@@ -20,75 +20,19 @@ MAX_SEED = 2**32 - 1  # numpy's legacy seeding, which SB3 uses, takes no more
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:
     """An integer in [low, high] (no upper bound when ``high`` is None)."""
-    span = f"≥ {low}" if high is None else f"in [{low}, {high}]"
-
-    def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer {span}, got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"must be an integer {span}, got {text!r}")
-        return value
-
-    convert.__name__ = "integer"
-    return convert
+    return checks.argparse_type(checks.integer, None, int, low=low, high=high)
 
 
-def number(low: float, high: float = math.inf, open_low: bool = False) -> Callable[[str], float]:
+def number(low: float, high: float | None = None, open_low: bool = False) -> Callable[[str], float]:
     """A finite number in [low, high], or in (low, high] with ``open_low``."""
-    span = f"in {'(' if open_low else '['}{low}, {high}]" if high < math.inf else f"{'>' if open_low else '≥'} {low}"
-
-    def convert(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number {span}, got {text!r}") from None
-        if not math.isfinite(value) or value < low or value > high or (open_low and value == low):
-            raise argparse.ArgumentTypeError(f"must be a finite number {span}, got {text!r}")
-        return value
-
-    convert.__name__ = "number"
-    return convert
+    return checks.argparse_type(checks.number, None, float, low=low, high=high, low_open=open_low)
 
 
 seed = integer(0, MAX_SEED)
-
-
-def existing_dir(text: str) -> str:
-    if not Path(text).is_dir():
-        raise argparse.ArgumentTypeError(f"no such directory: {text!r}")
-    return text
-
-
-def existing_file(text: str) -> str:
-    if not Path(text).is_file():
-        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
-    return text
-
-
-def writable_dir(text: str) -> Path:
-    """A directory that exists and takes files, or can be made: its nearest existing ancestor takes files.
-
-    Probed by making (and at once removing) a temporary file there, which also catches what permission bits
-    cannot show (a read-only mount, ``/proc``, running as root).
-    """
-    if not text:
-        raise argparse.ArgumentTypeError("must name a directory, got '' (it would be the working directory)")
-    path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a directory")
-    ancestor = path
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise argparse.ArgumentTypeError(f"cannot make {text!r}: {str(ancestor)!r} is a file, not a directory")
-    try:
-        tempfile.TemporaryFile(dir=ancestor).close()
-    except OSError as exc:
-        raise argparse.ArgumentTypeError(f"cannot write under {text!r}: {str(ancestor)!r} takes no new files "
-                                         f"({exc.strerror or exc})") from None
-    return path
+existing_dir = checks.argparse_type(checks.existing_dir)
+existing_file = checks.argparse_type(checks.existing_file)
+# A directory that exists and takes files, or can be made; probed with a real file (read-only mounts, /proc, root).
+writable_dir = checks.argparse_type(checks.writable_dir)
 
 
 def add_env_flags(parser: argparse.ArgumentParser) -> None:

@@ -98,3 +98,15 @@ def test_argparse_type_gives_a_usage_error_naming_the_flag(capsys):
             parser.parse_args(["--threads", bad])
         assert exit_info.value.code == 2
         assert expected in capsys.readouterr().err
+
+
+def test_argparse_type_without_a_flag_leaves_the_naming_to_argparse(capsys):
+    parser = argparse.ArgumentParser(prog="p")
+    parser.add_argument("--out", type=checks.argparse_type(checks.writable_dir))
+    parser.add_argument("--n", type=checks.argparse_type(checks.integer, None, int, low=1))
+    for argv, expected in ((["--out", "/proc/x"], "argument --out: /proc is not writable, so /proc/x cannot be"),
+                           (["--n", "0"], "argument --n: must be ≥ 1, got 0"),
+                           (["--n", "two"], "argument --n: must be an integer, got 'two'")):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        assert expected in capsys.readouterr().err

@@ -22,6 +22,8 @@ from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 T = TypeVar("T")
 
 
@@ -183,3 +185,33 @@ def argparse_type(check: Callable[..., T], flag: str, convert: Callable[[str], A
             raise argparse.ArgumentTypeError(message) from None
     parse.__name__ = getattr(check, "__name__", "value")
     return parse
+
+
+def device(name: str, value: object) -> str:
+    """A torch device name: ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (whether it is present is checked where
+    the device is used, since that needs torch)."""
+    if isinstance(value, str):
+        kind, colon, index = value.partition(":")
+        if (kind in ("cpu", "cuda", "mps") and not colon) or (kind == "cuda" and colon and index.isdigit()):
+            return value
+    raise ValueError(f"{name} must be a torch device (cpu, cuda, cuda:N or mps), got {value!r}")
+
+
+def optional_file(name: str, value: object) -> str:
+    """``""`` (use the default) or a path to a readable regular file, returned as given."""
+    if value == "":
+        return ""
+    existing_file(name, value)
+    return str(value)
+
+
+def boolean(name: str, value: object) -> bool:
+    """``value`` if it is ``True`` or ``False`` (numpy booleans too); 0, 1 and strings are refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def path(name: str, value: object) -> Path:
+    """A non-empty path (``str`` or ``os.PathLike``), whether or not it exists."""
+    return _path(name, value)

@@ -33,8 +33,8 @@ from mara_agents.evaluation.cache import ResultCache
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
 from mara_agents.evaluation.families import family_counts, played_families, vector_played_families
 from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulator_fingerprint, source_fingerprint
-from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, fresh_policy, is_batched,
-                                           probe, spec_for)
+from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, checked, fresh_policy,
+                                           is_batched, is_import_path, probe, spec_for)
 from mara_agents.evaluation.workers import one_thread, worker_pool
 from mara_agents.predictors.shared import SHARED
 from mara_agents.runner import play_episode, play_vector_lockstep
@@ -128,8 +128,9 @@ def bounds_key(target: Target, bank: Path, num_nodes: int) -> str:
 # ---------------------------------------------------------------------------------------------- workers
 def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: str) -> list[dict[str, Any]]:
     """Play the episodes, each with a fresh policy (or all at once in lock-step for a batched policy); each
-    row holds the episode metrics and the per-family outcomes (``families``)."""
-    policy = fresh_policy(method, seed)
+    row holds the episode metrics and the per-family outcomes (``families``).  A user's policy has its
+    actions checked (:func:`~mara_agents.evaluation.methods.checked`)."""
+    policy = _player(method, seed)
     if is_batched(policy):
         return _lockstep(policy, targets, bank)
     envs: dict[str, gym.Env] = {}
@@ -137,13 +138,21 @@ def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: st
     for position, target in enumerate(targets):
         if target.path not in envs:
             envs[target.path] = _make_env(target.path, bank)
-        player = policy if position == 0 else fresh_policy(method, seed)
+        player = policy if position == 0 else _player(method, seed)
         env = envs[target.path]
         rows.append({**play_episode(env, player, options={"episode": target.index}),
                      "families": played_families(env)})
     for env in envs.values():
         env.close()
     return rows
+
+
+def _player(method: str, seed: int | None) -> Any:
+    policy = fresh_policy(method, seed)
+    if not is_import_path(method):
+        return policy
+    config = MARAConfig()
+    return checked(policy, spec_for(method).label, config.num_nodes, config.max_active)
 
 
 def _lockstep(policy: Any, targets: Sequence[Target], bank: str) -> list[dict[str, Any]]:

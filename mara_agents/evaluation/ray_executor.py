@@ -6,7 +6,9 @@ it stores each unit's episodes as the unit finishes, so an interrupted run resum
 local path's.  Ray runs locally (``ray.init`` with ``jobs`` logical CPUs) unless an address names a cluster.
 A task whose worker died is retried by Ray; a unit that keeps failing, or raises, stops the evaluation with
 one line naming it.  Ctrl-C or SIGTERM cancels the outstanding tasks, and a Ray that this module started is
-shut down again; a cluster that it only connected to keeps running.
+shut down again; a cluster that it only connected to keeps running.  A cluster address is probed first
+(:func:`check_reachable`): an address where nothing answers fails within :data:`CONNECT_TIMEOUT_S` with one
+line naming it, instead of Ray retrying its connection for minutes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -26,6 +29,7 @@ from mara_agents.evaluation.workers import one_thread
 LOCAL = "local"  # the --ray value (and Ray's own address) that asks for a new local Ray, not a cluster
 RETRIES = 2  # Ray resubmits a task whose worker died this many times
 POLL_S = 0.5  # the driver wakes at least this often, so Ctrl-C and SIGTERM are handled promptly
+CONNECT_TIMEOUT_S = 30.0  # a cluster address that accepts no connection in this time is given up
 
 Finish = Callable[[Unit, list[dict[str, Any]]], None]
 
@@ -40,6 +44,23 @@ def require_ray() -> Any:
         return ray_support.require_ray("--ray")
     except ModuleNotFoundError as exc:
         raise RayEvaluationError(str(exc)) from exc
+
+
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Refuse (:class:`RayEvaluationError`) a cluster address ``HOST:PORT`` or ``ray://HOST:PORT`` where no
+    process accepts a TCP connection within ``timeout_s``.  :data:`LOCAL` and ``auto`` are resolved by Ray
+    itself and pass."""
+    if address in (LOCAL, "auto"):
+        return
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise RayEvaluationError(f"--ray {address}: expected auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise RayEvaluationError(f"--ray: cannot reach the Ray cluster at {address} ({reason} within "
+                                 f"{timeout_s:g} s); start it with `ray start --head` or check the address") from exc
 
 
 def play_remote(unit: Unit, bank: str, num_nodes: int, path: Sequence[str]) -> list[dict[str, Any]]:
@@ -75,6 +96,7 @@ def _connect(ray: Any, address: str, num_cpus: int) -> None:
     """Start or reach Ray, keeping the caller's SIGTERM handler (``ray.init`` installs its own, which would
     turn SIGTERM into a plain exit instead of an interruption).  Ray's own ``"local"`` address always starts
     a new local Ray, even where ``RAY_ADDRESS`` or a ``ray start`` cluster on this machine would be found."""
+    check_reachable(address)
     main_thread = threading.current_thread() is threading.main_thread()
     handler = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:

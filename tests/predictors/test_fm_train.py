@@ -62,8 +62,8 @@ def test_resuming_with_a_different_recipe_is_refused(tiny_bank, tmp_path):
 
 
 def test_command_line_is_generated_from_the_config(tiny_bank, tmp_path):
-    config = parse_config(["--bank", "x", "--batch-size", "7", "--lr", "0.01", "--no-resume"])
-    assert (config.bank, config.batch_size, config.lr, config.resume) == ("x", 7, 0.01, False)
+    config = parse_config(["--bank", str(tiny_bank), "--batch-size", "7", "--lr", "0.01", "--no-resume"])
+    assert (config.bank, config.batch_size, config.lr, config.resume) == (str(tiny_bank), 7, 0.01, False)
     result = main(["--bank", str(tiny_bank), "--run-dir", str(tmp_path / "r"), "--out", str(tmp_path / "fm.pt"),
                    "--max-steps", "4", "--eval-every", "4", "--batch-size", "8", "--val-examples", "32",
                    "--stats-examples", "64", "--hidden", "8", "--width", "16"])

@@ -17,17 +17,11 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``evaluate.py`` with ``argv``; returns the exit status (usage errors exit 2 through argparse)."""
-    from curves.bank import BankError
-    from mara_agents.checkpoint_io import CheckpointError
-    from mara_agents.evaluation.cache import CacheError
+    from mara_agents.evaluation.cli import ERRORS, INTERRUPTED
     from mara_agents.evaluation.cli import main as evaluate_main
-    from mara_agents.evaluation.methods import MethodError
     from mara_agents.interrupt import run_command
-    from mara_env.workload import WorkloadError
 
-    return run_command(lambda: evaluate_main(argv),
-                       (WorkloadError, BankError, MethodError, CheckpointError, CacheError, OSError),
-                       "finished episodes are cached; run the same command again to resume")
+    return run_command(lambda: evaluate_main(argv), ERRORS, INTERRUPTED)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from curves import checks
-from curves.bank import DEFAULT_BANK
-from mara_agents.evaluation.cache import ResultCache
+from curves.bank import DEFAULT_BANK, BankError
+from mara_agents.checkpoint_io import CheckpointError
+from mara_agents.evaluation.cache import CacheError, ResultCache
 from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
 from mara_agents.evaluation.figures import plot_load_generalisation
 from mara_agents.evaluation.grid import Grid, markdown
@@ -36,6 +37,7 @@ from mara_agents.evaluation.report import (machine_description, readme_results, 
 from mara_agents.evaluation.sanity import violations
 from mara_agents.evaluation.workers import worker_pool
 from mara_env.fixed_workloads import EPISODES_PER_ROOT, EVAL_LOADS, EVAL_TASK_SETS, ROOTS, WORKLOAD_DIR
+from mara_env.workload import WorkloadError
 
 EXPERIMENTS = ("table1", "table2", "table3", "fig4", "table4", "table5", "families", "clairvoyant", "compare")
 QUICK = {"roots": 2, "episodes": 1, "loads": (0.04, 0.07), "seeds": 1}
@@ -53,6 +55,10 @@ examples:
   python evaluate.py table2 fig4 --methods lara fifo edf
   python evaluate.py table2 --policy mine=mypkg.mymod:MyPolicy:depth=3,greedy=True
 """
+# What stops an evaluation with one line and exit status 2 (an unusable input file, method or cache), and what
+# an interrupted one says (mara_agents.interrupt.run_command).
+ERRORS = (WorkloadError, BankError, MethodError, CheckpointError, CacheError, OSError)
+INTERRUPTED = "finished episodes are cached; run the same command again to resume"
 RESULTS = Path(__file__).resolve().parents[2] / "results"  # the repository's shipped results
 MAX_JOBS = 4 * (os.cpu_count() or 1)  # each worker holds its own policies and env: more would only exhaust memory
 

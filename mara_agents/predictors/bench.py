@@ -350,8 +350,8 @@ def main(argv: Sequence[str] | None = None) -> list[BenchRow]:
     """Command-line entry point: benchmark WLS and FM, print Table 1, write it and Figure 3."""
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    fm = load_predictor(args.checkpoint, args.device, verify=not args.unverified)  # first: the quick refusal
     bank = load_bank(args.bank)
-    fm = load_predictor(args.checkpoint, args.device, verify=not args.unverified)
     result = benchmark(bank, {"WLS": WLSPredictor(), "FM": fm}, args.seed)
     out = args.out
     write_results(result.rows, out, result.truth_at_horizon())

@@ -13,18 +13,45 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 USAGE = ("usage: python train.py {fm,mat,mat-il} [options]   (python train.py fm --help, python train.py mat --help, "
          "python train.py mat-il --help)")
 
 
 def _resume_note(state: Path) -> Callable[[], str]:
-    """What an interrupted run kept: its resumable state, if one was written."""
+    """What an interrupted resumable run kept: its training state, if one was written."""
     def note() -> str:
         if state.is_file():
             return f"the training state is saved in {state}; run the same command again to resume"
         return "no training state was saved yet; the next run starts afresh"
     return note
+
+
+def _kept_policy(out: Path) -> Callable[[], str]:
+    """What an interrupted MAT-IL run kept: the best policy it exported so far."""
+    return lambda: "MAT-IL does not resume; " + (f"the best policy so far is {out}" if out.is_file()
+                                                 else "no policy was exported yet")
+
+
+def _stage(name: str) -> tuple[Callable[[list[str]], Any], Callable[[Any], Any], Callable[[Any], str],
+                                Callable[[Any], Callable[[], str]]]:
+    """(parse the flags, train, describe the result, say what an interruption kept) of a stage."""
+    if name == "fm":
+        from mara_agents.predictors import train as fm
+        return fm.parse_config, fm.train, fm.describe, lambda config: _resume_note(Path(config.run_dir) / "last.pt")
+    if name == "mat-il":
+        from mara_agents.mat.il_train import parse_config, train_il
+        return (parse_config, train_il, lambda result: (
+            f"MAT-IL checkpoint {result.checkpoint} (+ .json manifest); {result.global_step} env steps, "
+            f"{result.seconds:.0f} s wall, {result.steps_per_second:.0f} env steps/s while collecting"),
+            lambda config: _kept_policy(config.out_path))
+    from mara_agents.mat.config import parse_config
+    from mara_agents.mat.train import train
+    return (parse_config, train, lambda result: (
+        f"MAT checkpoint {result.checkpoint} (+ .json manifest); {result.global_step} env steps, "
+        f"{result.seconds:.0f} s, {result.steps_per_second:.0f} env steps/s"),
+        lambda config: _resume_note(Path(config.run_path) / "last.pt"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,34 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] not in ("fm", "mat", "mat-il"):
         print(USAGE, file=sys.stderr)
         return 2
-    stage, rest = args[0], args[1:]
-    errors = (ValueError, OSError, CheckpointError, BankError, WorkloadError)
-    if stage == "fm":
-        from mara_agents.predictors.train import parse_config as parse_fm, report, train as train_fm
-        config = parse_fm(rest)
-        return run_command(lambda: report(train_fm(config)), errors, _resume_note(Path(config.run_dir) / "last.pt"))
-    if stage == "mat-il":
-        from mara_agents.mat.il_train import parse_config as parse_il, train_il
-        il_config = parse_il(rest)
+    parse, train, describe, kept = _stage(args[0])
+    config = parse(args[1:])  # every setting is checked here, before any training (exit 2 on a bad one)
 
-        def run_il() -> int:
-            result = train_il(il_config)
-            print(f"MAT-IL checkpoint {result.checkpoint} (+ .json manifest); {result.global_step} env steps, "
-                  f"{result.seconds:.0f} s wall, {result.steps_per_second:.0f} env steps/s while collecting")
-            return 0
-        kept = il_config.out_path
-        return run_command(run_il, errors, lambda: "MAT-IL does not resume; " + (
-            f"the best policy so far is {kept}" if kept.is_file() else "no policy was exported yet"))
-    from mara_agents.mat.config import parse_config
-    from mara_agents.mat.train import train as train_mat
-    mat_config = parse_config(rest)
-
-    def run_mat() -> int:
-        result = train_mat(mat_config)
-        print(f"MAT checkpoint {result.checkpoint} (+ .json manifest); {result.global_step} env steps, "
-              f"{result.seconds:.0f} s, {result.steps_per_second:.0f} env steps/s")
+    def run() -> int:
+        print(describe(train(config)))
         return 0
-    return run_command(run_mat, errors, _resume_note(Path(mat_config.run_path) / "last.pt"))
+    return run_command(run, (ValueError, OSError, CheckpointError, BankError, WorkloadError), kept(config))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from mara_agents.evaluation.paper import comparison
 from mara_agents.evaluation.predictor_table import predictor_table
 from mara_agents.evaluation.ray_executor import LOCAL, RayEvaluationError, check_reachable, require_ray
 from mara_agents.evaluation.report import (machine_description, readme_results, skipped_lines, sorted_rows,
-                                           splice_readme, write_all)
+                                           splice_readme, write_all, written_files)
 from mara_agents.evaluation.sanity import violations
 from mara_agents.evaluation.workers import worker_pool
 from mara_env.fixed_workloads import EPISODES_PER_ROOT, EVAL_LOADS, EVAL_TASK_SETS, ROOTS, WORKLOAD_DIR
@@ -163,6 +163,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.out = Path(tempfile.mkdtemp(prefix="mara-quick-" if args.quick else "mara-eval-")) if args.scratch \
             else RESULTS
     args.experiments = list(dict.fromkeys(args.experiments or EXPERIMENTS))
+    outputs = {path.resolve() for path in written_files(args.out)}
+    for flag, path in (("--cache", args.cache), ("--readme", args.readme)):
+        if path is not None and path.resolve() in outputs:
+            parser.error(f"{flag} {path}: the run writes this file itself under --out {args.out}; name another")
     return args
 
 

@@ -373,17 +373,16 @@ def parse_config(argv: Sequence[str] | None = None) -> FMTrainConfig:
     return parse_dataclass(FMTrainConfig, argv, "python train.py fm", __doc__.split("\n\n")[0])
 
 
-def report(result: TrainResult) -> int:
-    """Print where the checkpoint went; exit status 0."""
-    print(f"FM checkpoint {result.checkpoint} (val loss {result.best_val:.4f} at step {result.best_step}, "
-          f"{result.steps} steps, {result.seconds:.0f} s); manifest {result.manifest}")
-    return 0
+def describe(result: TrainResult) -> str:
+    """Where the checkpoint went and how the run went, in one line."""
+    return (f"FM checkpoint {result.checkpoint} (val loss {result.best_val:.4f} at step {result.best_step}, "
+            f"{result.steps} steps, {result.seconds:.0f} s); manifest {result.manifest}")
 
 
 def main(argv: Sequence[str] | None = None) -> TrainResult:
     """Command-line entry point: parse, train, print where the checkpoint went."""
     result = train(parse_config(argv))
-    report(result)
+    print(describe(result))
     return result
 
 

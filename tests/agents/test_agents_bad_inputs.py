@@ -17,6 +17,7 @@ import torch
 
 import evaluate as evaluate_cli
 import train as train_cli
+from cli_status import exit_status
 from mara_agents import make_policy
 from mara_agents.checkpoint_io import save_run_state, write_checksum_manifest
 from mara_agents.evaluation.methods import MethodError, parse_user_policy
@@ -73,11 +74,8 @@ TRAIN_CASES = [
 
 def run_main(main, argv, capsys) -> tuple[int, str]:
     """(exit status, stderr) of a CLI ``main``, whether it returns its status or exits through argparse."""
-    try:
-        status = main(argv)
-    except SystemExit as exc:
-        status = exc.code
-    return status, capsys.readouterr().err
+    status, _, err = exit_status(main, argv, capsys)
+    return status, err
 
 
 @pytest.mark.parametrize(("argv", "words"), EVALUATE_CASES, ids=[" ".join(a) for a, _ in EVALUATE_CASES])

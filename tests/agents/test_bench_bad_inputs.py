@@ -18,28 +18,19 @@ import torch
 
 import evaluate as evaluate_cli
 import train as train_cli
+from cli_status import exit_status
 from mara_agents import make_policy
 from mara_agents.checkpoint_io import CheckpointError, manifest_path, write_checksum_manifest
-from mara_agents.evaluation import profile
+from mara_agents.evaluation import profile, workload_report
 from mara_agents.interrupt import INTERRUPTED, run_command
 from mara_agents.mat import bench as mat_bench
-from mara_agents.mat import decode_bench
+from mara_agents.mat import decode_bench, validation
 from mara_agents.mat.checkpoint import export_policy, load_policy_model
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.predictors import bench as predictor_bench
 from mara_agents.predictors.demand import make_demand
 from mara_agents.predictors.fm import FlowMatchingModel, FMHyperParameters, load_model, save_checkpoint
 from mara_agents.predictors.fm import throughput
-
-
-def status_of(call, argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of a command's in-process entry point."""
-    try:
-        status = call(argv)
-    except SystemExit as exc:
-        status = exc.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 @pytest.fixture(name="bare_fm")
@@ -89,6 +80,16 @@ BENCH_CASES = [  # (entry point, argv, words); every flag of each bench
     (decode_bench.main, ["--repeats", "-1"], ["--repeats"]),
     (decode_bench.main, ["--out", "/proc/x"], ["--out", "/proc/x"]),
     (profile.main, ["table3", "--jobs", "0"], ["--jobs", "0"]),
+    (validation.main, ["fifo", "--bank", "{tmp}/no-bank"], ["--bank", "no-bank"]),
+    (validation.main, ["fifo", "--dir", "/proc/check"], ["--dir", "/proc/check"]),
+    (validation.main, ["fifo", "--load", "nan"], ["--load", "nan"]),
+    (validation.main, ["fifo", "--task-set", "moon"], ["moon"]),
+    (validation.main, ["fifo", "--roots", "0"], ["--roots"]),
+    (validation.main, ["fifo", "--seed-base", "x"], ["--seed-base", "x"]),
+    (validation.main, ["fifo", "--unverified=1"], ["--unverified"]),
+    (workload_report.main, ["--dir", "{tmp}/nowhere"], ["--dir", "nowhere"]),
+    (workload_report.main, ["--bank", "{tmp}/no-bank"], ["--bank", "no-bank"]),
+    (workload_report.main, ["--loads", "0.5"], ["--loads", "0.5"]),
     (profile.main, ["table3", "--out", "/proc/x"], ["--out", "/proc/x"]),
 ]
 
@@ -97,7 +98,7 @@ BENCH_CASES = [  # (entry point, argv, words); every flag of each bench
                          ids=[f"{c.__module__.split('.')[-1]} {' '.join(a)}" for c, a, _ in BENCH_CASES])
 def test_every_bench_flag_is_checked_before_work(call, argv, words, tmp_path, bare_fm, capsys):
     argv = [a.replace("{tmp}", str(tmp_path)).replace("{bare}", str(bare_fm)) for a in argv]
-    status, out, err = status_of(call, argv, capsys)
+    status, out, err = exit_status(call, argv, capsys)
     assert status == 2, err
     assert all(word in err for word in words), err
     assert "Traceback" not in err and out == ""
@@ -111,6 +112,7 @@ UNWRITABLE = [  # every command of the agents that writes files, with its output
     ("predictors.bench", predictor_bench.run, ["--out", "/proc/x"]),
     ("mat.bench", mat_bench.run, ["--out", "/proc/x"]),
     ("mat.decode_bench", decode_bench.main, ["--out", "/proc/x"]),
+    ("mat.validation", validation.main, ["fifo", "--dir", "/proc/x"]),
     ("evaluation.profile", profile.main, ["table2", "--out", "/proc/x"]),
 ]
 
@@ -118,7 +120,7 @@ UNWRITABLE = [  # every command of the agents that writes files, with its output
 @pytest.mark.parametrize(("name", "call", "argv"), UNWRITABLE, ids=[name for name, _, _ in UNWRITABLE])
 def test_every_command_refuses_an_unwritable_out_before_doing_work(name, call, argv, tmp_path, capsys):
     run_dir = [] if not name.startswith("train") else ["--run-dir", str(tmp_path / "run")]
-    status, out, err = status_of(call, [*argv, *run_dir], capsys)
+    status, out, err = exit_status(call, [*argv, *run_dir], capsys)
     assert status == 2 and "/proc/x" in err and "Traceback" not in err, err
     assert out == "" and not (tmp_path / "run").exists()
 
@@ -129,13 +131,16 @@ def mat_checkpoint(path: Path, **hparams) -> Path:
     return path
 
 
-def test_a_mat_checkpoint_without_manifest_is_refused_unless_unverified(tmp_path):
+def test_a_mat_checkpoint_without_manifest_is_refused_unless_unverified(tmp_path, bank_dir, capsys):
     path = mat_checkpoint(tmp_path / "policy.pt")
     manifest_path(path).unlink()
     with pytest.raises(CheckpointError, match="no manifest policy.json") as raised:
         make_policy("mara", checkpoint=path)
     assert str(path) in str(raised.value) and "verify=False" in str(raised.value)
     assert make_policy("mara", checkpoint=path, verify=False) is not None
+    status, _, err = exit_status(validation.main, [str(path), "--bank", str(bank_dir), "--dir",
+                                                   str(tmp_path / "check"), "--roots", "1", "--episodes", "1"], capsys)
+    assert status == 2 and "no manifest" in err and "--unverified" in err
 
 
 def test_an_fm_checkpoint_without_manifest_is_refused_unless_unverified(bare_fm):

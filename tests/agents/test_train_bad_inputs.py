@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import train as train_cli
+from cli_status import exit_status
 from mara_agents.checkpoint_io import load_run_state
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,12 +150,7 @@ CASES = ([("fm", *case) for case in FM_CASES] + [("mat", *case) for case in MAT_
 
 
 def run_main(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
-    try:
-        status = train_cli.main(argv)
-    except SystemExit as exc:
-        status = exc.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
+    return exit_status(train_cli.main, argv, capsys)
 
 
 @pytest.mark.parametrize(("stage", "argv", "words"), CASES, ids=[f"{s} {' '.join(a)}" for s, a, _ in CASES])

@@ -20,6 +20,7 @@ import pytest
 from eval_fixtures import workloads_fixture  # noqa: F401  (provides the workloads_dir fixture)
 
 import evaluate as evaluate_cli
+from cli_status import exit_status
 from mara_agents.evaluation.cache import BUSY_S, CacheError, ResultCache
 from mara_agents.evaluation.ray_executor import RayEvaluationError, check_reachable
 
@@ -29,12 +30,7 @@ SMALL = ["table3", "--methods", "fifo", "--no-progress", "--jobs", "1", "--roots
 
 def run_main(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
     """(exit status, stdout, stderr) of ``evaluate.py argv`` run in this process."""
-    try:
-        status = evaluate_cli.main(argv)
-    except SystemExit as exc:
-        status = exc.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
+    return exit_status(evaluate_cli.main, argv, capsys)
 
 
 # (argv, words the message must contain); every flag of evaluate.py has at least one case
@@ -77,15 +73,20 @@ FLAG_CASES = [
     (["--readme", "{tmp}"], ["--readme", "is a directory"]),
     (["--readme", "/proc/version"], ["--readme", "/proc/version"]),
     (["--unknown-flag"], ["--unknown-flag"]),
+    (["--cache", "{tmp}/out/episodes.csv"], ["--cache", "episodes.csv", "writes this file itself"]),
+    (["--readme", "{readme}"], ["--readme", "README_results.md", "writes this file itself"]),
 ]
 
 
 @pytest.mark.parametrize(("argv", "words"), FLAG_CASES, ids=[" ".join(a) for a, _ in FLAG_CASES])
 def test_every_flag_is_checked_at_the_door(argv, words, tmp_path, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    a_file = tmp_path / "a-file"
+    a_file, readme = tmp_path / "a-file", tmp_path / "out" / "README_results.md"
     a_file.write_text("x")
-    argv = [a.replace("{tmp}", str(tmp_path)).replace("{file}", str(a_file)) for a in argv]
+    readme.parent.mkdir()
+    readme.write_text("## Results\n")
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{file}", str(a_file)).replace("{readme}", str(readme))
+            for a in argv]
     status, out, err = run_main([*SMALL, "--out", str(tmp_path / "out"), *argv], capsys)
     assert status == 2, err
     assert all(word in err for word in words), err

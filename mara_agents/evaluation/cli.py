@@ -27,7 +27,7 @@ from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection
 from mara_agents.evaluation.figures import plot_load_generalisation
 from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.checkpoint_io import portable_path
-from mara_agents.evaluation.harness import Settings, evaluate
+from mara_agents.evaluation.harness import MAX_JOBS, Settings, evaluate
 from mara_agents.evaluation.methods import MethodError, is_import_path, parse_user_policy, spec_for
 from mara_agents.evaluation.paper import comparison
 from mara_agents.evaluation.predictor_table import predictor_table
@@ -60,12 +60,6 @@ examples:
 ERRORS = (WorkloadError, BankError, MethodError, CheckpointError, CacheError, OSError)
 INTERRUPTED = "finished episodes are cached; run the same command again to resume"
 RESULTS = Path(__file__).resolve().parents[2] / "results"  # the repository's shipped results
-MAX_JOBS = 4 * (os.cpu_count() or 1)  # each worker holds its own policies and env: more would only exhaust memory
-
-
-def path_flag(check: Callable[[str, object], Path], flag: str) -> Callable[[str], Path]:
-    """argparse type: a path refused (exit 2, naming the flag) unless ``check`` accepts it."""
-    return checks.argparse_type(check, flag)
 
 
 def count(name: str, largest: int | None = None) -> Callable[[str], int]:
@@ -118,14 +112,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: 2 roots × 1 episode, loads 0.04 and 0.07, one training seed; writes to a "
                              "new scratch directory unless --out is given")
-    parser.add_argument("--out", type=path_flag(checks.writable_dir, "--out"),
+    parser.add_argument("--out", type=checks.argparse_type(checks.writable_dir, "--out"),
                         help="output directory (default: results/ for the full default run, else a new scratch "
                              "directory named on the last line)")
-    parser.add_argument("--bank", type=path_flag(checks.existing_dir, "--bank"), default=DEFAULT_BANK,
+    parser.add_argument("--bank", type=checks.argparse_type(checks.existing_dir, "--bank"), default=DEFAULT_BANK,
                         help="curve bank directory")
-    parser.add_argument("--workloads", type=path_flag(checks.existing_dir, "--workloads"), default=WORKLOAD_DIR,
+    parser.add_argument("--workloads", type=checks.argparse_type(checks.existing_dir, "--workloads"),
+                        default=WORKLOAD_DIR,
                         help="fixed workload directory")
-    parser.add_argument("--cache", type=path_flag(checks.writable_file, "--cache"),
+    parser.add_argument("--cache", type=checks.argparse_type(checks.writable_file, "--cache"),
                         help="result cache (default OUT/cache.sqlite)")
     parser.add_argument("--jobs", type=count("--jobs", MAX_JOBS), default=os.cpu_count() or 1,
                         help=f"worker processes, one thread each (default: all cores, at most {MAX_JOBS}); with "
@@ -134,7 +129,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="run the episodes as Ray tasks: on a local Ray, or on the cluster at ADDRESS (auto, "
                              "HOST:PORT, ray://HOST:PORT); same cache and results (docs/ray.md)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--readme", type=path_flag(checks.writable_file, "--readme"), metavar="FILE",
+    parser.add_argument("--readme", type=checks.argparse_type(checks.writable_file, "--readme"), metavar="FILE",
                         help="also replace FILE's '## Results' section with this run's (with machine and wall time)")
     args = parser.parse_args(argv)
     unknown = [e for e in args.experiments if e not in EXPERIMENTS]
@@ -173,7 +168,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def _is_full_default(args: argparse.Namespace) -> bool:
     """Whether the run covers exactly the default grid on the shipped inputs: only such a run writes results/."""
     return (set(args.experiments) in (set(), set(EXPERIMENTS)) and not args.methods and not args.policy
-            and not args.quick and set(args.task_sets) == {*EVAL_TASK_SETS, "stress"} and (args.loads is None or set(args.loads) == set(EVAL_LOADS))
+            and not args.quick and set(args.task_sets) == {*EVAL_TASK_SETS, "stress"}
+            and (args.loads is None or set(args.loads) == set(EVAL_LOADS))
             and args.roots in (None, ROOTS) and args.episodes in (None, EPISODES_PER_ROOT) and args.seeds is None
             and Path(args.bank).resolve() == Path(DEFAULT_BANK).resolve()
             and Path(args.workloads).resolve() == Path(WORKLOAD_DIR).resolve())

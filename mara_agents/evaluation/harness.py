@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, wait
@@ -29,6 +30,7 @@ from typing import Any
 import gymnasium as gym
 from tqdm import tqdm
 
+from curves import checks
 from mara_agents.evaluation.cache import ResultCache
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
 from mara_agents.evaluation.families import family_counts, played_families, vector_played_families
@@ -46,6 +48,7 @@ from mara_env.workload import WorkloadError, file_checksum
 
 CACHE_VERSION = 2  # 2: rows carry per-family outcomes
 BOUNDS = "bounds"
+MAX_JOBS = 4 * (os.cpu_count() or 1)  # each worker holds its own policies and env: more would only exhaust memory
 LOCKSTEP_BATCH = 128  # episodes a batched policy plays side by side in one unit of work
 METRICS = ("tasks", "successes", "success_rate", "utilisation", "queue_full", "waiting", "ready", "conflicts",
            "steps", "return")
@@ -67,6 +70,19 @@ class Settings:
     # method whose optional extra is missing, which is skipped and listed with the reason either way
     strict: bool = False
     ray: str | None = None  # run the units as Ray tasks: "local" (a local Ray of `jobs` CPUs) or a cluster address
+
+    def __post_init__(self) -> None:
+        checks.existing_dir("bank", self.bank)
+        checks.existing_dir("workloads", self.workloads)
+        checks.integer("roots", self.roots, 1)
+        checks.integer("episodes", self.episodes, 1)
+        if self.max_seeds is not None:
+            checks.integer("max_seeds", self.max_seeds, 1)
+        checks.integer("jobs", self.jobs, 1, MAX_JOBS)
+        if self.cache is not None:
+            checks.writable_file("cache", self.cache)
+        if self.ray is not None and not isinstance(self.ray, str):
+            raise TypeError(f"ray must be an address string or None, got {self.ray!r}")
 
 
 @dataclass(frozen=True)

@@ -130,18 +130,25 @@ def fresh_policy(name: str, seed: int | None) -> Policy:
 
 class CheckedActions:
     """A user's policy whose every joint action is checked before the env takes it: a wrong shape, a NaN or
-    non-integer pick, or a pick outside ``0 … K`` stops the evaluation with a :class:`MethodError` naming the
-    policy, instead of a traceback from deep inside the env.  ``act_batch`` is offered only where the policy
-    offers it (the harness plays batched policies in lock-step)."""
+    non-integer pick, or a pick outside ``0 … K`` — or an exception from the policy itself — stops the
+    evaluation with a :class:`MethodError` naming the policy, instead of a traceback from deep inside the env.
+    ``act_batch`` is offered only where the policy offers it (the harness plays batched policies in lock-step)."""
 
     def __init__(self, policy: Policy, name: str, num_nodes: int, num_slots: int):
         self.policy, self.name, self.num_nodes, self.num_slots = policy, name, num_nodes, num_slots
 
     def reset(self) -> None:
-        self.policy.reset()
+        self.call("reset")
 
     def act(self, observation: dict[str, Any]) -> np.ndarray:
-        return self.check(self.policy.act(observation), (self.num_nodes,), "act")
+        return self.check(self.call("act", observation), (self.num_nodes,), "act")
+
+    def call(self, method: str, *args: Any) -> Any:
+        """The policy's ``method(*args)``; what it raises becomes a :class:`MethodError` naming the policy."""
+        try:
+            return getattr(self.policy, method)(*args)
+        except Exception as exc:  # noqa: BLE001 — the user's code: any failure is reported as theirs
+            raise MethodError(f"policy {self.name}: {method} raised {type(exc).__name__}: {exc}") from exc
 
     def check(self, actions: Any, shape: tuple[int, ...], call: str) -> np.ndarray:
         """``actions`` as an integer array of ``shape`` with every pick in 0 … K, else :class:`MethodError`."""
@@ -162,7 +169,8 @@ class CheckedActions:
                                   "expected integers")
         outside = (array < 0) | (array > self.num_slots)
         if outside.any():
-            raise MethodError(f"{who} pick {array[outside][0]}, outside 0 … {self.num_slots} (0 = idle, j = slot j − 1)")
+            raise MethodError(f"{who} pick {array[outside][0]}, outside 0 … {self.num_slots} "
+                              "(0 = idle, j = slot j − 1)")
         return array.astype(np.int64)
 
 
@@ -170,7 +178,7 @@ class CheckedBatchActions(CheckedActions):
     """:class:`CheckedActions` for a policy that also acts for many episodes in one call."""
 
     def act_batch(self, observations: Sequence[dict[str, Any]]) -> np.ndarray:
-        return self.check(self.policy.act_batch(observations), (len(observations), self.num_nodes), "act_batch")
+        return self.check(self.call("act_batch", observations), (len(observations), self.num_nodes), "act_batch")
 
 
 def checked(policy: Policy, name: str, num_nodes: int, num_slots: int) -> CheckedActions:

@@ -58,9 +58,9 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-        raise RayEvaluationError(f"--ray: cannot reach the Ray cluster at {address} ({reason} within "
-                                 f"{timeout_s:g} s); start it with `ray start --head` or check the address") from exc
+        reason = f"no answer within {timeout_s:g} s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise RayEvaluationError(f"--ray: cannot reach the Ray cluster at {address} ({reason.lower()}); start it "
+                                 "with `ray start --head` or check the address") from exc
 
 
 def play_remote(unit: Unit, bank: str, num_nodes: int, path: Sequence[str]) -> list[dict[str, Any]]:

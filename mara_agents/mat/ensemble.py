@@ -73,4 +73,5 @@ def load_mat_ensemble(paths: Sequence[str | os.PathLike[str]] | str, device: str
     predictors = {predictor for _, predictor in loaded}
     if len(predictors) != 1:
         raise ValueError(f"ensemble members were trained on different predictors: {sorted(predictors)}")
-    return MATPolicy(MATEnsemble([model for model, _ in loaded]), make_demand(predictors.pop(), fm_checkpoint, device, verify))
+    return MATPolicy(MATEnsemble([model for model, _ in loaded]),
+                     make_demand(predictors.pop(), fm_checkpoint, device, verify))

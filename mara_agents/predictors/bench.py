@@ -336,8 +336,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="where tables and figures go (default: a new scratch directory)")
     parser.add_argument("--seed", type=checks.argparse_type(checks.integer, "--seed", int, low=0), default=0,
                         help="seed of the per-curve ε and B draws")
-    parser.add_argument("--threads", type=checks.argparse_type(checks.integer, "--threads", int, low=1, high=MAX_THREADS),
-                        default=1, help="torch CPU threads for the timing")
+    parser.add_argument("--threads", default=1,
+                        type=checks.argparse_type(checks.integer, "--threads", int, low=1, high=MAX_THREADS),
+                        help="torch CPU threads for the timing")
     parser.add_argument("--device", default="cpu", type=checks.argparse_type(checks.device, "--device"),
                         help="torch device for FM")
     args = parser.parse_args(argv)

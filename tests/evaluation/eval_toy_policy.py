@@ -90,6 +90,8 @@ class BrokenActions(EDFPolicy):
         import numpy as np
 
         picks = np.asarray(super().act(observation))
+        if self.kind == "raise":
+            raise ZeroDivisionError("the policy's own bug")
         spoiled = {"shape": picks[:-1], "nan": np.full(picks.shape, np.nan), "range": picks + 99,
                    "negative": picks - 5, "fraction": picks + 0.5, "text": "idle",
                    "words": np.full(picks.shape, "idle")}

@@ -225,6 +225,7 @@ def test_a_malformed_ray_address_is_named(address):
     ("fraction", ["fractional"]),
     ("text", ["shape ()"]),
     ("words", ["<U4", "integer"]),
+    ("raise", ["act raised ZeroDivisionError: the policy's own bug"]),
 ])
 def test_a_policy_with_wrong_actions_ends_in_one_line_naming_it(kind, words, bank_dir, workloads_dir, tmp_path,
                                                                  capsys):
@@ -287,3 +288,26 @@ def test_only_the_full_default_run_writes_results(argv, full, bank_dir, monkeypa
     args = parse_args([a.replace("{bank}", str(bank_dir)) for a in argv])
     assert (args.out == RESULTS) is full and args.scratch is not full
     assert parse_args([*argv[:0], "table2", "--out", "mine"]).out == Path("mine")
+
+
+# ------------------------------------------------------------------------------------------ the API door
+@pytest.mark.parametrize(("changes", "error", "words"), [
+    ({"bank": "{tmp}/no-bank"}, ValueError, ["bank", "no-bank"]),
+    ({"workloads": "{tmp}/a-file"}, ValueError, ["workloads", "not a directory"]),
+    ({"roots": 0}, ValueError, ["roots", "0"]),
+    ({"episodes": 2.5}, TypeError, ["episodes", "2.5"]),
+    ({"max_seeds": 0}, ValueError, ["max_seeds", "0"]),
+    ({"jobs": 10 ** 6}, ValueError, ["jobs", "1000000"]),
+    ({"cache": "{tmp}"}, ValueError, ["cache", "is a directory"]),
+    ({"ray": 6379}, TypeError, ["ray", "6379"]),
+])
+def test_the_evaluation_settings_check_every_field(changes, error, words, bank_dir, workloads_dir, tmp_path):
+    from mara_agents.evaluation.harness import Settings
+
+    (tmp_path / "a-file").write_text("x")
+    fields = {"bank": bank_dir, "workloads": workloads_dir, "roots": 1, "episodes": 1, **changes}
+    fields = {key: value.replace("{tmp}", str(tmp_path)) if isinstance(value, str) else value
+              for key, value in fields.items()}
+    with pytest.raises(error) as raised:
+        Settings(**fields)
+    assert all(word in str(raised.value) for word in words), raised.value

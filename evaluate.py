@@ -6,38 +6,23 @@
 
 The work happens in :mod:`mara_agents.evaluation`; this file is only the entry point.  A bad flag or an
 unusable input file is one line on stderr and exit status 2; SIGINT or SIGTERM stops every worker process and
-exits with status 130 (finished episodes stay cached).
+exits with status 130 (finished episodes stay cached; see :mod:`mara_agents.interrupt`).
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Sequence
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``evaluate.py`` with ``argv``; returns the exit status (usage errors exit 2 through argparse)."""
-    from curves.bank import BankError
-    from mara_agents.checkpoint_io import CheckpointError
+    from mara_agents.evaluation.cli import ERRORS, INTERRUPTED
     from mara_agents.evaluation.cli import main as evaluate_main
-    from mara_agents.evaluation.methods import MethodError
-    from mara_env.workload import WorkloadError
+    from mara_agents.interrupt import run_command
 
-    try:
-        return evaluate_main(argv)
-    except (WorkloadError, BankError, MethodError, CheckpointError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished episodes are cached; run the same command again to resume", file=sys.stderr)
-        return 130
+    return run_command(lambda: evaluate_main(argv), ERRORS, INTERRUPTED)
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _interrupt)
     sys.exit(main())

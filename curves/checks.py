@@ -22,6 +22,8 @@ from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 T = TypeVar("T")
 
 
@@ -217,3 +219,23 @@ def torch_device(name: str, value: object) -> str:
     elif device.type != "cpu":
         raise ValueError(f"{name} must be cpu, cuda or mps, got {value!r}")
     return value
+
+
+def optional_file(name: str, value: object) -> str:
+    """``""`` (use the default) or a path to a readable regular file, returned as given."""
+    if value == "":
+        return ""
+    existing_file(name, value)
+    return str(value)
+
+
+def boolean(name: str, value: object) -> bool:
+    """``value`` if it is ``True`` or ``False`` (numpy booleans too); 0, 1 and strings are refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def path(name: str, value: object) -> Path:
+    """A non-empty path (``str`` or ``os.PathLike``), whether or not it exists."""
+    return _path(name, value)

@@ -3,8 +3,9 @@
 Every write goes to a temporary file beside the target and is renamed over it (``os.replace``), so a run
 killed mid-write never leaves a torn checkpoint.  Every read is verified and names the file in its error:
 
-* an exported checkpoint whose manifest (``<name>.json`` beside it) records ``checkpoint_sha256`` must have
-  those bytes — a flipped bit is refused, not played;
+* an exported checkpoint must have a manifest (``<name>.json`` beside it) recording ``checkpoint_sha256``, and
+  those bytes — a flipped bit is refused, not played; a checkpoint without one is read only when the caller
+  asks for it (``verify=False``, ``--unverified`` on the command lines);
 * weights must be finite (an all-NaN checkpoint loads without complaint from ``torch.load``);
 * a training run's resumable state (``last.pt``) is written with a SHA-256 sidecar and the previous state is
   kept as ``last.prev.pt``; :func:`load_run_state` falls back to the previous state when the last one fails
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from curves.bank import atomic_write_json
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -50,15 +53,22 @@ def manifest_path(path: str | os.PathLike[str]) -> Path:
     return Path(path).with_suffix(".json")
 
 
-def verify_manifest_checksum(path: Path, kind: str) -> None:
-    """Refuse a checkpoint whose bytes differ from the SHA-256 its manifest records (no manifest: no check)."""
+def verify_manifest_checksum(path: Path, kind: str, verify: bool = True) -> None:
+    """Refuse a checkpoint whose bytes differ from the SHA-256 its manifest records, or (with ``verify``) one
+    without a manifest that records it; ``verify=False`` reads a checkpoint without a manifest unchecked."""
     manifest = manifest_path(path)
     if not manifest.is_file():
+        if verify:
+            raise CheckpointError(f"{path}: {kind} checkpoint has no manifest {manifest.name} to verify it against; "
+                                  "pass --unverified (verify=False) to load it unchecked")
         return
     try:
         recorded = json.loads(manifest.read_text()).get("checkpoint_sha256")
     except (OSError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"{manifest}: unreadable manifest of {kind} checkpoint {path.name}: {exc}") from exc
+    if recorded is None and verify:
+        raise CheckpointError(f"{manifest}: the manifest records no checkpoint_sha256 for {path.name}; pass "
+                              "--unverified (verify=False) to load it unchecked")
     if recorded is not None and recorded != file_sha256(path):
         raise CheckpointError(f"{path}: {kind} checkpoint is corrupt: its SHA-256 differs from the one recorded in "
                               f"{manifest.name} (re-download or retrain it)")
@@ -71,16 +81,17 @@ def check_finite(state_dict: Mapping[str, torch.Tensor], path: Path, kind: str) 
             raise CheckpointError(f"{path}: {kind} checkpoint holds non-finite weights (in {name!r})")
 
 
-def read_checkpoint(path: str | os.PathLike[str], *, kind: str, fmt: str, version: int, train_hint: str
-                    ) -> dict[str, Any]:
+def read_checkpoint(path: str | os.PathLike[str], *, kind: str, fmt: str, version: int, train_hint: str,
+                    verify: bool = True) -> dict[str, Any]:
     """Load and verify a ``{"format": fmt, "version": version, "state_dict": ...}`` payload.
 
-    ``kind`` names the checkpoint in messages ("FM", "MAT"); ``train_hint`` is the command that makes one.
+    ``kind`` names the checkpoint in messages ("FM", "MAT"); ``train_hint`` is the command that makes one;
+    ``verify=False`` accepts a checkpoint without a manifest (see :func:`verify_manifest_checksum`).
     """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: {kind} checkpoint not found (train one with `{train_hint}`)")
-    verify_manifest_checksum(path, kind)
+    verify_manifest_checksum(path, kind, verify)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for truncated or foreign files
@@ -94,6 +105,13 @@ def read_checkpoint(path: str | os.PathLike[str], *, kind: str, fmt: str, versio
         raise CheckpointError(f"{path}: {kind} checkpoint has no weights")
     check_finite(payload["state_dict"], path, kind)
     return payload
+
+
+def write_checksum_manifest(path: str | os.PathLike[str], fields: Mapping[str, Any] | None = None) -> None:
+    """Write ``<path>.json`` beside a checkpoint: ``fields`` plus its file name and SHA-256, which reading
+    it verifies."""
+    atomic_write_json(manifest_path(path), {**(fields or {}), "checkpoint": Path(path).name,
+                                            "checkpoint_sha256": file_sha256(path)})
 
 
 def previous_state(path: Path) -> Path:

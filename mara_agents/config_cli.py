@@ -20,7 +20,10 @@ import typing
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from curves import checks
+
 T = TypeVar("T")
+MAX_THREADS = 4 * (os.cpu_count() or 1)  # torch threads a setting may ask for: more only oversubscribe the cores
 _SCALARS = (bool, int, float, str)
 
 
@@ -30,6 +33,21 @@ def check_integers(settings: Any, names: Sequence[str], low: int) -> None:
         value = getattr(settings, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+
+
+def check_run_files(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], *, device: str, threads: int,
+                    bank: str | None = None, inputs: dict[str, str] | None = None) -> None:
+    """The checks every trainer's settings share, made before any work: the device name and thread count, a
+    writable run directory and output file, an existing bank directory (None: the shipped one) and input
+    checkpoint files (``""``: the default one).  ``ValueError``/``TypeError`` name the setting."""
+    checks.torch_device("device", device)
+    checks.integer("threads", threads, 1, MAX_THREADS)
+    checks.writable_dir("run_dir", run_dir)
+    checks.writable_file("out", out)
+    if bank is not None:
+        checks.existing_dir("bank", bank)
+    for name, value in (inputs or {}).items():
+        checks.optional_file(name, value)
 
 
 def _leaf_type(cls: type, name: str) -> type:
@@ -116,7 +134,7 @@ def parse_config(cls: type[T], argv: Sequence[str] | None, prog: str, descriptio
     values = vars(parser.parse_args(argv))
     try:
         return _construct(cls, values, "")
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         parser.error(str(exc))
         raise  # unreachable: parser.error exits
 

@@ -71,8 +71,9 @@ class MATPolicy:
 
 
 def load_mat_policy(path: str | os.PathLike[str], device: str = "cpu", sample: bool = False, seed: int = 0,
-                    fm_checkpoint: str = "") -> MATPolicy:
+                    fm_checkpoint: str = "", verify: bool = True) -> MATPolicy:
     """A :class:`MATPolicy` from an exported checkpoint, with the predictor recorded in it (the policy was
-    trained on that predictor's estimates, so it is never swapped)."""
-    model, trained_with = load_policy_model(path, device)
-    return MATPolicy(model, make_demand(trained_with, fm_checkpoint, device), sample=sample, seed=seed)
+    trained on that predictor's estimates, so it is never swapped); ``verify=False`` accepts checkpoints
+    without a manifest."""
+    model, trained_with = load_policy_model(path, device, verify)
+    return MATPolicy(model, make_demand(trained_with, fm_checkpoint, device, verify), sample=sample, seed=seed)

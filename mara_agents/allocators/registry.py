@@ -26,11 +26,13 @@ imports training code.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from curves import checks
 from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy, RandomPolicy
 from mara_agents.allocators.third_party import make_maskable_ppo, shipped_seeds
 from mara_agents.policy import Policy
@@ -58,11 +60,11 @@ def mat_checkpoint(name: str, seed: int = 0) -> Path:
 
 def _mat(name: str) -> Callable[..., Policy]:
     def build(seed: int = 0, checkpoint: str | Path | None = None, device: str = "cpu", sample: bool = False,
-              fm_checkpoint: str = "") -> Policy:
+              fm_checkpoint: str = "", verify: bool = True) -> Policy:
         """MAT from ``checkpoint`` (default: the shipped one for ``seed``), with the predictor it was trained on."""
         from mara_agents.allocators.mat import load_mat_policy
         return load_mat_policy(checkpoint or mat_checkpoint(name, seed), device=device, sample=sample, seed=seed,
-                               fm_checkpoint=fm_checkpoint)
+                               fm_checkpoint=fm_checkpoint, verify=verify)
     build.__name__ = f"make_{name.replace('-', '_')}"
     return build
 
@@ -76,7 +78,7 @@ def ensemble_members(name: str, seed: int = 0) -> list[Path]:
 
 def _mat_ensemble(name: str) -> Callable[..., Policy]:
     def build(seed: int = 0, checkpoints: list[str | Path] | None = None, device: str = "cpu", sample: bool = False,
-              fm_checkpoint: str = "") -> Policy:
+              fm_checkpoint: str = "", verify: bool = True) -> Policy:
         """MAT members decoded as one greedy policy (``mara_agents.mat.ensemble``), from ``checkpoints``
         (default: the shipped members of ``seed``), with the predictor they were trained on."""
         if sample:
@@ -84,19 +86,19 @@ def _mat_ensemble(name: str) -> Callable[..., Policy]:
                              "(make_policy('mara', checkpoint=<member>.pt, sample=True)) instead")
         from mara_agents.mat.ensemble import load_mat_ensemble
         return load_mat_ensemble(checkpoints or ensemble_members(name, seed), device=device,
-                                 fm_checkpoint=fm_checkpoint)
+                                 fm_checkpoint=fm_checkpoint, verify=verify)
     build.__name__ = f"make_{name.replace('-', '_')}"
     return build
 
 
 def _predictive(allocator: str, predictor: str) -> Callable[..., Policy]:
-    def build(fm_checkpoint: str = "", device: str = "cpu") -> Policy:
+    def build(fm_checkpoint: str = "", device: str = "cpu", verify: bool = True) -> Policy:
         """A predictor-driven allocator (LARA's feasible subset, or the slack ranking) over the named predictor."""
         from mara_agents.allocators.lara import LARAPolicy
         from mara_agents.allocators.slack import SlackPolicy
         from mara_agents.predictors.demand import make_demand
         allocators = {"lara": LARAPolicy, "slack": SlackPolicy}
-        return allocators[allocator](make_demand(predictor, fm_checkpoint, device))
+        return allocators[allocator](make_demand(predictor, fm_checkpoint, device, verify))
     build.__name__ = f"make_{allocator}_{predictor}"
     return build
 
@@ -119,9 +121,38 @@ POLICIES: dict[str, Method] = {method.name: method for method in (
 )}
 
 
+def _checkpoint_list(name: str, value: object) -> list[Path]:
+    paths = value.split("+") if isinstance(value, str) else value
+    if not isinstance(paths, (list, tuple)) or not paths:
+        raise TypeError(f"{name} must be a non-empty list of checkpoint paths, got {value!r}")
+    return [checks.path(name, path) for path in paths]
+
+
+# How make_policy checks each keyword argument a factory may take (None passes: the factory's default).  A
+# checkpoint that does not exist is left to the loader, whose CheckpointError says how to make one.
+ARGUMENT_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "seed": lambda name, value: checks.integer(name, value, 0),
+    "checkpoint": checks.path,
+    "checkpoints": _checkpoint_list,
+    "fm_checkpoint": lambda name, value: value == "" or checks.path(name, value),
+    "device": checks.torch_device,
+    "sample": checks.boolean,
+    "verify": checks.boolean,
+}
+
+
 def make_policy(name: str, **kwargs: Any) -> Policy:
     """Build a registered allocator by name; keyword arguments go to its factory (e.g. ``seed=1`` for a MAT
-    training seed or the random policy's seed, ``checkpoint=...``, ``sample=True``, ``device="cuda"``)."""
-    if name not in POLICIES:
+    training seed or the random policy's seed, ``checkpoint=...``, ``sample=True``, ``device="cuda"``,
+    ``verify=False`` to accept a checkpoint without a manifest).  An unknown name or argument, or a value of
+    the wrong type or range, is a ``ValueError``/``TypeError`` naming it, raised before anything is loaded."""
+    if not isinstance(name, str) or name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; choose one of {sorted(POLICIES)}")
+    accepted = inspect.signature(POLICIES[name].factory).parameters
+    for key, value in kwargs.items():
+        if key not in accepted:
+            raise TypeError(f"make_policy({name!r}): unknown argument {key!r}; it takes "
+                            f"{', '.join(accepted) or 'no arguments'}")
+        if value is not None and key in ARGUMENT_CHECKS:
+            ARGUMENT_CHECKS[key](key, value)
     return POLICIES[name].factory(**kwargs)

@@ -79,7 +79,7 @@ class MaskablePPOPolicy:
     ``checkpoint`` is kept as a ``Path`` so that the evaluation's fingerprint hashes the zip's bytes.
     """
 
-    def __init__(self, checkpoint: str | Path, device: str = "cpu"):
+    def __init__(self, checkpoint: str | Path, device: str = "cpu", verify: bool = True):
         try:
             import sb3_contrib  # noqa: F401 — the checkpoint's policy class lives there
         except ImportError as exc:
@@ -90,7 +90,7 @@ class MaskablePPOPolicy:
             raise FileNotFoundError(f"MaskablePPO checkpoint {self.checkpoint} not found; train one with "
                                     "`python examples/sb3_maskable_ppo.py --seed S --out DIR`")
         from mara_agents.checkpoint_io import verify_manifest_checksum
-        verify_manifest_checksum(self.checkpoint, "MaskablePPO")
+        verify_manifest_checksum(self.checkpoint, "MaskablePPO", verify)
         self.network = load_policy_network(self.checkpoint, device)
         nvec = self.network.action_space.nvec
         self.num_nodes, self.num_slots = len(nvec), int(nvec[0]) - 1
@@ -119,6 +119,8 @@ class MaskablePPOPolicy:
         return repair_picks(np.asarray(picks).reshape(len(mask), self.num_nodes), occupied)
 
 
-def make_maskable_ppo(seed: int = 0, checkpoint: str | Path | None = None, device: str = "cpu") -> MaskablePPOPolicy:
-    """MaskablePPO from ``checkpoint`` (default: the shipped one for training ``seed``)."""
-    return MaskablePPOPolicy(checkpoint or maskable_ppo_checkpoint(seed), device=device)
+def make_maskable_ppo(seed: int = 0, checkpoint: str | Path | None = None, device: str = "cpu",
+                      verify: bool = True) -> MaskablePPOPolicy:
+    """MaskablePPO from ``checkpoint`` (default: the shipped one for training ``seed``; ``verify=False``
+    accepts a checkpoint without a manifest)."""
+    return MaskablePPOPolicy(checkpoint or maskable_ppo_checkpoint(seed), device=device, verify=verify)

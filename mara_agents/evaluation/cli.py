@@ -1,9 +1,11 @@
 """Command line of ``evaluate.py``: choose experiments and cells, run them, print Table 2, write ``results/``.
 
 Every flag is checked before anything runs, and a bad one is one line and exit status 2: counts must be
-positive integers within the fixed workloads, methods must be registered or importable policies.  A full run
-writes ``results/``; ``--quick`` writes to a new scratch directory unless ``--out`` is given, so a smoke test
-never replaces shipped results.
+positive integers within the fixed workloads, methods must be registered or importable policies, the bank and
+workloads must be directories, and ``--out``, ``--cache`` and ``--readme`` must be writable.  Only the full
+default run (every experiment, method, task set, load, root and episode, on the shipped bank and workloads)
+writes the repository's ``results/``; any other run, ``--quick`` included, writes to a new scratch directory
+that its last line names, unless ``--out`` is given — so no run replaces shipped results with a part of them.
 """
 
 from __future__ import annotations
@@ -17,22 +19,25 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from curves.bank import DEFAULT_BANK
-from mara_agents.evaluation.cache import ResultCache
+from curves import checks
+from curves.bank import DEFAULT_BANK, BankError
+from mara_agents.checkpoint_io import CheckpointError
+from mara_agents.evaluation.cache import CacheError, ResultCache
 from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
 from mara_agents.evaluation.figures import plot_load_generalisation
 from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.checkpoint_io import portable_path
-from mara_agents.evaluation.harness import Settings, evaluate
+from mara_agents.evaluation.harness import MAX_JOBS, Settings, evaluate
 from mara_agents.evaluation.methods import MethodError, is_import_path, parse_user_policy, spec_for
 from mara_agents.evaluation.paper import comparison
 from mara_agents.evaluation.predictor_table import predictor_table
-from mara_agents.evaluation.ray_executor import LOCAL, RayEvaluationError, require_ray
+from mara_agents.evaluation.ray_executor import LOCAL, RayEvaluationError, check_reachable, require_ray
 from mara_agents.evaluation.report import (machine_description, readme_results, skipped_lines, sorted_rows,
-                                           splice_readme, write_all)
+                                           splice_readme, write_all, written_files)
 from mara_agents.evaluation.sanity import violations
 from mara_agents.evaluation.workers import worker_pool
 from mara_env.fixed_workloads import EPISODES_PER_ROOT, EVAL_LOADS, EVAL_TASK_SETS, ROOTS, WORKLOAD_DIR
+from mara_env.workload import WorkloadError
 
 EXPERIMENTS = ("table1", "table2", "table3", "fig4", "table4", "table5", "families", "clairvoyant", "compare")
 QUICK = {"roots": 2, "episodes": 1, "loads": (0.04, 0.07), "seeds": 1}
@@ -50,21 +55,16 @@ examples:
   python evaluate.py table2 fig4 --methods lara fifo edf
   python evaluate.py table2 --policy mine=mypkg.mymod:MyPolicy:depth=3,greedy=True
 """
-RESULTS = Path("results")
+# What stops an evaluation with one line and exit status 2 (an unusable input file, method or cache), and what
+# an interrupted one says (mara_agents.interrupt.run_command).
+ERRORS = (WorkloadError, BankError, MethodError, CheckpointError, CacheError, OSError)
+INTERRUPTED = "finished episodes are cached; run the same command again to resume"
+RESULTS = Path(__file__).resolve().parents[2] / "results"  # the repository's shipped results
 
 
 def count(name: str, largest: int | None = None) -> Callable[[str], int]:
     """argparse type: an integer in [1, largest], with a message naming the flag."""
-    def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < 1 or (largest is not None and value > largest):
-            bound = f"between 1 and {largest}" if largest is not None else "at least 1"
-            raise argparse.ArgumentTypeError(f"{name} must be {bound}, got {value}")
-        return value
-    return convert
+    return checks.argparse_type(checks.integer, name, int, low=1, high=largest)
 
 
 def user_policy(text: str) -> str:
@@ -112,19 +112,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: 2 roots × 1 episode, loads 0.04 and 0.07, one training seed; writes to a "
                              "new scratch directory unless --out is given")
-    parser.add_argument("--out", type=Path, help="output directory (default results/, or a scratch directory "
-                                                 "with --quick)")
-    parser.add_argument("--bank", type=Path, default=DEFAULT_BANK, help="curve bank directory")
-    parser.add_argument("--workloads", type=Path, default=WORKLOAD_DIR, help="fixed workload directory")
-    parser.add_argument("--cache", type=Path, help="result cache (default OUT/cache.sqlite)")
-    parser.add_argument("--jobs", type=count("--jobs"), default=os.cpu_count() or 1,
-                        help="worker processes, one thread each (default: all cores); with --ray, the CPUs of "
-                             "a local Ray")
+    parser.add_argument("--out", type=checks.argparse_type(checks.writable_dir, "--out"),
+                        help="output directory (default: results/ for the full default run, else a new scratch "
+                             "directory named on the last line)")
+    parser.add_argument("--bank", type=checks.argparse_type(checks.existing_dir, "--bank"), default=DEFAULT_BANK,
+                        help="curve bank directory")
+    parser.add_argument("--workloads", type=checks.argparse_type(checks.existing_dir, "--workloads"),
+                        default=WORKLOAD_DIR,
+                        help="fixed workload directory")
+    parser.add_argument("--cache", type=checks.argparse_type(checks.writable_file, "--cache"),
+                        help="result cache (default OUT/cache.sqlite)")
+    parser.add_argument("--jobs", type=count("--jobs", MAX_JOBS), default=os.cpu_count() or 1,
+                        help=f"worker processes, one thread each (default: all cores, at most {MAX_JOBS}); with "
+                             "--ray, the CPUs of a local Ray")
     parser.add_argument("--ray", nargs="?", const=LOCAL, metavar="ADDRESS",
                         help="run the episodes as Ray tasks: on a local Ray, or on the cluster at ADDRESS (auto, "
                              "HOST:PORT, ray://HOST:PORT); same cache and results (docs/ray.md)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--readme", type=Path, metavar="FILE",
+    parser.add_argument("--readme", type=checks.argparse_type(checks.writable_file, "--readme"), metavar="FILE",
                         help="also replace FILE's '## Results' section with this run's (with machine and wall time)")
     args = parser.parse_args(argv)
     unknown = [e for e in args.experiments if e not in EXPERIMENTS]
@@ -140,6 +145,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             parser.error(str(exc))
     if args.readme is not None and not args.readme.is_file():
         parser.error(f"--readme {args.readme}: no such file (name the README whose Results section to replace)")
+    full = _is_full_default(args)
     quick = QUICK if args.quick else {}
     defaults = {"roots": quick.get("roots", ROOTS), "episodes": quick.get("episodes", EPISODES_PER_ROOT),
                 "loads": quick.get("loads", EVAL_LOADS), "seeds": quick.get("seeds")}
@@ -147,16 +153,39 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         if getattr(args, name) is None:
             setattr(args, name, default)
     args.loads = tuple(args.loads)
+    args.scratch = args.out is None and not full
     if args.out is None:
-        args.out = Path(tempfile.mkdtemp(prefix="mara-quick-")) if args.quick else RESULTS
+        args.out = Path(tempfile.mkdtemp(prefix="mara-quick-" if args.quick else "mara-eval-")) if args.scratch \
+            else RESULTS
     args.experiments = list(dict.fromkeys(args.experiments or EXPERIMENTS))
+    outputs = {path.resolve() for path in written_files(args.out)}
+    for flag, path in (("--cache", args.cache), ("--readme", args.readme)):
+        if path is not None and path.resolve() in outputs:
+            parser.error(f"{flag} {path}: the run writes this file itself under --out {args.out}; name another")
     return args
+
+
+def _is_full_default(args: argparse.Namespace) -> bool:
+    """Whether the run covers exactly the default grid on the shipped inputs: only such a run writes results/."""
+    return (set(args.experiments) in (set(), set(EXPERIMENTS)) and not args.methods and not args.policy
+            and not args.quick and set(args.task_sets) == {*EVAL_TASK_SETS, "stress"}
+            and (args.loads is None or set(args.loads) == set(EVAL_LOADS))
+            and args.roots in (None, ROOTS) and args.episodes in (None, EPISODES_PER_ROOT) and args.seeds is None
+            and Path(args.bank).resolve() == Path(DEFAULT_BANK).resolve()
+            and Path(args.workloads).resolve() == Path(WORKLOAD_DIR).resolve())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the chosen experiments; returns the process exit status (1 if an invariant was violated)."""
     args = parse_args(argv)
     start = time.perf_counter()
+    if args.ray not in (None, LOCAL):
+        try:
+            check_reachable(args.ray)
+        except RayEvaluationError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    ResultCache(args.cache or args.out / "cache.sqlite").close()  # an unusable cache fails here, before any work
     command = " ".join(["python evaluate.py", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     selection = Selection(tuple(args.methods) if args.methods else None, tuple(args.policy), tuple(args.task_sets),
                           tuple(sorted(args.loads)))
@@ -198,8 +227,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"This run: {elapsed / 60:.1f} min wall time on {machine_description()} with {settings.jobs} "
                       f"worker process(es); {results.computed} episodes computed, {results.reused} reused from "
                       f"the cache.")
+    where = (" — a scratch directory, as this run covers part of the default grid (--out chooses the place)"
+             if args.scratch else "")
     print(f"{results.computed} episodes computed, {results.reused} reused from the cache; "
-          f"results in {args.out}/ ({elapsed:.1f} s)")
+          f"results in {args.out}/ ({elapsed:.1f} s){where}")
     return 1 if problems else 0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, wait
@@ -29,12 +30,13 @@ from typing import Any
 import gymnasium as gym
 from tqdm import tqdm
 
+from curves import checks
 from mara_agents.evaluation.cache import ResultCache
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
 from mara_agents.evaluation.families import family_counts, played_families, vector_played_families
 from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulator_fingerprint, source_fingerprint
-from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, fresh_policy, is_batched,
-                                           probe, spec_for)
+from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, checked, fresh_policy,
+                                           is_batched, is_import_path, probe, spec_for)
 from mara_agents.evaluation.workers import one_thread, worker_pool
 from mara_agents.predictors.shared import SHARED
 from mara_agents.runner import play_episode, play_vector_lockstep
@@ -46,6 +48,7 @@ from mara_env.workload import WorkloadError, file_checksum
 
 CACHE_VERSION = 2  # 2: rows carry per-family outcomes
 BOUNDS = "bounds"
+MAX_JOBS = 4 * (os.cpu_count() or 1)  # each worker holds its own policies and env: more would only exhaust memory
 LOCKSTEP_BATCH = 128  # episodes a batched policy plays side by side in one unit of work
 METRICS = ("tasks", "successes", "success_rate", "utilisation", "queue_full", "waiting", "ready", "conflicts",
            "steps", "return")
@@ -67,6 +70,19 @@ class Settings:
     # method whose optional extra is missing, which is skipped and listed with the reason either way
     strict: bool = False
     ray: str | None = None  # run the units as Ray tasks: "local" (a local Ray of `jobs` CPUs) or a cluster address
+
+    def __post_init__(self) -> None:
+        checks.existing_dir("bank", self.bank)
+        checks.existing_dir("workloads", self.workloads)
+        checks.integer("roots", self.roots, 1)
+        checks.integer("episodes", self.episodes, 1)
+        if self.max_seeds is not None:
+            checks.integer("max_seeds", self.max_seeds, 1)
+        checks.integer("jobs", self.jobs, 1, MAX_JOBS)
+        if self.cache is not None:
+            checks.writable_file("cache", self.cache)
+        if self.ray is not None and not isinstance(self.ray, str):
+            raise TypeError(f"ray must be an address string or None, got {self.ray!r}")
 
 
 @dataclass(frozen=True)
@@ -128,8 +144,9 @@ def bounds_key(target: Target, bank: Path, num_nodes: int) -> str:
 # ---------------------------------------------------------------------------------------------- workers
 def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: str) -> list[dict[str, Any]]:
     """Play the episodes, each with a fresh policy (or all at once in lock-step for a batched policy); each
-    row holds the episode metrics and the per-family outcomes (``families``)."""
-    policy = fresh_policy(method, seed)
+    row holds the episode metrics and the per-family outcomes (``families``).  A user's policy has its
+    actions checked (:func:`~mara_agents.evaluation.methods.checked`)."""
+    policy = _player(method, seed)
     if is_batched(policy):
         return _lockstep(policy, targets, bank)
     envs: dict[str, gym.Env] = {}
@@ -137,13 +154,21 @@ def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: st
     for position, target in enumerate(targets):
         if target.path not in envs:
             envs[target.path] = _make_env(target.path, bank)
-        player = policy if position == 0 else fresh_policy(method, seed)
+        player = policy if position == 0 else _player(method, seed)
         env = envs[target.path]
         rows.append({**play_episode(env, player, options={"episode": target.index}),
                      "families": played_families(env)})
     for env in envs.values():
         env.close()
     return rows
+
+
+def _player(method: str, seed: int | None) -> Any:
+    policy = fresh_policy(method, seed)
+    if not is_import_path(method):
+        return policy
+    config = MARAConfig()
+    return checked(policy, spec_for(method).label, config.num_nodes, config.max_active)
 
 
 def _lockstep(policy: Any, targets: Sequence[Target], bank: str) -> list[dict[str, Any]]:

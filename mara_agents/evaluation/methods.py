@@ -18,8 +18,11 @@ import copy
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_agents.evaluation.fingerprint import policy_fingerprint
@@ -123,6 +126,65 @@ def fresh_policy(name: str, seed: int | None) -> Policy:
         return copy.deepcopy(_BUILT[key])
     except Exception:  # noqa: BLE001 — an object that cannot be copied is built afresh instead
         return build_policy(name, seed)
+
+
+class CheckedActions:
+    """A user's policy whose every joint action is checked before the env takes it: a wrong shape, a NaN or
+    non-integer pick, or a pick outside ``0 … K`` — or an exception from the policy itself — stops the
+    evaluation with a :class:`MethodError` naming the policy, instead of a traceback from deep inside the env.
+    ``act_batch`` is offered only where the policy offers it (the harness plays batched policies in lock-step)."""
+
+    def __init__(self, policy: Policy, name: str, num_nodes: int, num_slots: int):
+        self.policy, self.name, self.num_nodes, self.num_slots = policy, name, num_nodes, num_slots
+
+    def reset(self) -> None:
+        self.call("reset")
+
+    def act(self, observation: dict[str, Any]) -> np.ndarray:
+        return self.check(self.call("act", observation), (self.num_nodes,), "act")
+
+    def call(self, method: str, *args: Any) -> Any:
+        """The policy's ``method(*args)``; what it raises becomes a :class:`MethodError` naming the policy."""
+        try:
+            return getattr(self.policy, method)(*args)
+        except Exception as exc:  # noqa: BLE001 — the user's code: any failure is reported as theirs
+            raise MethodError(f"policy {self.name}: {method} raised {type(exc).__name__}: {exc}") from exc
+
+    def check(self, actions: Any, shape: tuple[int, ...], call: str) -> np.ndarray:
+        """``actions`` as an integer array of ``shape`` with every pick in 0 … K, else :class:`MethodError`."""
+        who = f"policy {self.name}: {call} returned"
+        try:
+            array = np.asarray(actions)
+        except (TypeError, ValueError) as exc:
+            raise MethodError(f"{who} {type(actions).__name__}, not an array of slot picks ({exc})") from exc
+        if array.shape != shape:
+            raise MethodError(f"{who} actions of shape {array.shape}; expected {shape} (one pick per node)")
+        if array.dtype.kind not in "iub":
+            if array.dtype.kind != "f":
+                raise MethodError(f"{who} {array.dtype} actions; expected integer slot picks")
+            if not np.isfinite(array).all():
+                raise MethodError(f"{who} a non-finite pick ({array[~np.isfinite(array)][0]}); expected integers")
+            if (array != np.floor(array)).any():
+                raise MethodError(f"{who} a fractional pick ({array[array != np.floor(array)][0]}); "
+                                  "expected integers")
+        outside = (array < 0) | (array > self.num_slots)
+        if outside.any():
+            raise MethodError(f"{who} pick {array[outside][0]}, outside 0 … {self.num_slots} "
+                              "(0 = idle, j = slot j − 1)")
+        return array.astype(np.int64)
+
+
+class CheckedBatchActions(CheckedActions):
+    """:class:`CheckedActions` for a policy that also acts for many episodes in one call."""
+
+    def act_batch(self, observations: Sequence[dict[str, Any]]) -> np.ndarray:
+        return self.check(self.call("act_batch", observations), (len(observations), self.num_nodes), "act_batch")
+
+
+def checked(policy: Policy, name: str, num_nodes: int, num_slots: int) -> CheckedActions:
+    """``policy`` with its actions checked (see :class:`CheckedActions`)."""
+    kind = CheckedBatchActions if is_batched(policy) else CheckedActions
+    return kind(policy, name, num_nodes, num_slots)
 
 
 @dataclass(frozen=True)

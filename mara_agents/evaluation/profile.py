@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mara_agents.evaluation import cli, harness
+from mara_agents.interrupt import run_command
 
 _play_unit = harness.run_unit
 # The steps outside the units that may run in processes of their own, timed by :func:`timed_step`.
@@ -94,7 +95,7 @@ def summary(log: Path) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the evaluation with ``argv`` (evaluate.py's arguments), then print where its time went."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if "--out" not in args:
+    if not any(arg == "--out" or arg.startswith("--out=") for arg in args):
         args += ["--out", tempfile.mkdtemp(prefix="mara-profile-")]
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mara-profile-") as scratch:
@@ -104,9 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         harness.probe = partial(timed_step, str(steps_log), "probing")
         cli.compute_table1 = partial(timed_step, str(steps_log), "Table 1")
         try:
-            status = cli.main(args)
+            status = run_command(lambda: cli.main(args), cli.ERRORS, cli.INTERRUPTED)
         finally:
             harness.run_unit, harness.probe, cli.compute_table1 = _play_unit, _STEPS["probing"], _STEPS["Table 1"]
+        if status not in (0, 1):  # refused or interrupted: said so in one line, nothing to profile
+            return status
         table = "\n".join([f"{summary(log)}; main process {peak_mib()} MiB", *step_lines(steps_log)])
     print(f"\n{table}\nwall time {time.perf_counter() - start:.1f} s")
     return status

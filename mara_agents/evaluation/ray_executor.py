@@ -6,7 +6,9 @@ it stores each unit's episodes as the unit finishes, so an interrupted run resum
 local path's.  Ray runs locally (``ray.init`` with ``jobs`` logical CPUs) unless an address names a cluster.
 A task whose worker died is retried by Ray; a unit that keeps failing, or raises, stops the evaluation with
 one line naming it.  Ctrl-C or SIGTERM cancels the outstanding tasks, and a Ray that this module started is
-shut down again; a cluster that it only connected to keeps running.
+shut down again; a cluster that it only connected to keeps running.  A cluster address is probed first
+(:func:`check_reachable`): an address where nothing answers fails within :data:`curves.ray_support.CONNECT_TIMEOUT_S` with one
+line naming it, instead of Ray retrying its connection for minutes.
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ def require_ray() -> Any:
         raise RayEvaluationError(str(exc)) from exc
 
 
+def check_reachable(address: str) -> None:
+    """:func:`curves.ray_support.check_reachable` with its refusal as :class:`RayEvaluationError` naming ``--ray``."""
+    try:
+        ray_support.check_reachable(address)
+    except ConnectionError as exc:
+        raise RayEvaluationError(f"--ray: cannot reach the Ray cluster at {address}: {exc}") from None
+
+
 def play_remote(unit: Unit, bank: str, num_nodes: int, path: Sequence[str]) -> list[dict[str, Any]]:
     """Worker side of one task: the driver's import path (user policies are imported on the worker by name),
     one thread, then the unit as the local path runs it."""
@@ -75,6 +85,7 @@ def _connect(ray: Any, address: str, num_cpus: int) -> None:
     """Start or reach Ray, keeping the caller's SIGTERM handler (``ray.init`` installs its own, which would
     turn SIGTERM into a plain exit instead of an interruption).  Ray's own ``"local"`` address always starts
     a new local Ray, even where ``RAY_ADDRESS`` or a ``ray start`` cluster on this machine would be found."""
+    check_reachable(address)
     main_thread = threading.current_thread() is threading.main_thread()
     handler = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:

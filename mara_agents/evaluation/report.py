@@ -132,6 +132,13 @@ def _relative(path: Path) -> str:
     return os.path.relpath(path, Path.cwd())
 
 
+def written_files(out: Path) -> set[Path]:
+    """Every file :func:`write_all` and the figures may write under ``out`` (so that no input is named one)."""
+    names = {"episodes.csv", "families.csv", "summary.json", "README_results.md",
+             *(f"{name}.md" for name, _ in SECTIONS), *(f for figures in FIGURES.values() for f in figures)}
+    return {out / name for name in names}
+
+
 def write_all(out: Path, rows: list[dict[str, Any]], grids: dict[str, Grid], skipped: Sequence[Availability],
               problems: Sequence[str], command: str, settings: dict[str, Any]) -> None:
     """Everything under ``out``: episodes.csv, <table>.md, summary.json and README_results.md."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from curves import checks
 from curves.bank import CurveBank, load_bank
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes, required_batches
 from mara_agents.allocators import make_policy
@@ -152,9 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     """CLI: report on the fixed workloads (or a directory of them) and check the gates at p = 0.04."""
     parser = argparse.ArgumentParser(prog="python -m mara_agents.evaluation.workload_report",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, default=WORKLOAD_DIR, help="directory of workload files")
-    parser.add_argument("--bank", default=None, help="curve bank the workloads reference (default: shipped)")
-    parser.add_argument("--loads", type=float, nargs="+", default=list(EVAL_LOADS), help="loads to report")
+    parser.add_argument("--dir", type=checks.argparse_type(checks.existing_dir, "--dir"), default=WORKLOAD_DIR,
+                        help="directory of workload files")
+    parser.add_argument("--bank", default=None, type=checks.argparse_type(checks.existing_dir, "--bank"),
+                        help="curve bank the workloads reference (default: shipped)")
+    parser.add_argument("--loads", type=float, nargs="+", choices=EVAL_LOADS, default=list(EVAL_LOADS),
+                        metavar="P", help="loads to report, among 0.04 0.05 0.06 0.07")
     args = parser.parse_args(argv)
     bank = load_bank(args.bank) if args.bank else load_bank()
     paths = [workload_path(name, load, args.dir) for load in args.loads for name in EVAL_TASK_SETS]

@@ -35,7 +35,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from curves.bank import atomic_write_text
+from curves import checks
+from curves.bank import BankError, atomic_write_text
+from mara_agents.checkpoint_io import CheckpointError
+from mara_agents.interrupt import run_command
 from mara_agents.mat.config import MATTrainConfig
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import ValueNorm, gae, ppo_update
@@ -90,7 +93,7 @@ class TimedTraining:
         self.value_norm = ValueNorm().to(self.device)
         self.sampler = torch.Generator(device=self.device).manual_seed(config.seed)
         self.shuffler = torch.Generator().manual_seed(config.seed + 1)
-        demand = make_demand(config.predictor, config.fm_checkpoint, config.device)
+        demand = make_demand(config.predictor, config.fm_checkpoint, config.device, verify=not config.unverified)
         self.rollout = VectorRollout(config.env, config.num_envs, demand, seed=(config.seed, 0), device=self.device,
                                      vectorization_mode=mode)
         if warmup:
@@ -134,11 +137,7 @@ def load_line(when: str) -> str:
 
 def choices(text: str, allowed: Sequence[str], name: str) -> list[str]:
     """A comma-separated list whose items must be in ``allowed``."""
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    bad = [item for item in items if item not in allowed]
-    if not items or bad:
-        raise ValueError(f"--{name} takes a comma-separated list from {list(allowed)}, got {text!r}")
-    return items
+    return list(checks.choices(f"--{name}", [item.strip() for item in text.split(",") if item.strip()], allowed))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -155,7 +154,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
     parser.add_argument("--bank", default=None, help="curve bank directory (default: the shipped one)")
     parser.add_argument("--fm-checkpoint", default="", help="FM checkpoint ('' = the shipped one)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the lines to this file")
+    parser.add_argument("--unverified", action="store_true",
+                        help="accept an --fm-checkpoint without a manifest to verify it against")
+    parser.add_argument("--out", type=checks.argparse_type(checks.writable_file, "--out"), default=None,
+                        help="also write the lines to this file")
     return parser.parse_args(argv)
 
 
@@ -168,12 +170,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.iterations < 1 or args.warmup < 0:
             raise ValueError(f"--iterations must be ≥ 1 and --warmup ≥ 0, got {args.iterations} and {args.warmup}")
         base = MATTrainConfig(num_envs=args.num_envs, rollout_steps=args.rollout_steps, threads=args.threads,
-                              device=args.device, fm_checkpoint=args.fm_checkpoint)
+                              device=args.device, fm_checkpoint=args.fm_checkpoint, unverified=args.unverified)
         if args.bank:
-            base = dataclasses.replace(base, env=base.env.replace(bank=args.bank))
+            base = dataclasses.replace(base, env=base.env.replace(bank=checks.existing_dir("--bank", args.bank)))
         if args.device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device {args.device!r}: CUDA is not available on this machine")
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
@@ -199,5 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def run(argv: Sequence[str] | None = None) -> int:
+    """:func:`main` as a command: 2 with one line for an unusable bank or checkpoint, 130 when interrupted."""
+    return run_command(lambda: main(argv), (BankError, CheckpointError, OSError), "no figures written")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -9,8 +9,7 @@ from typing import Any
 
 import torch
 
-from curves.bank import atomic_write_json
-from mara_agents.checkpoint_io import CheckpointError, atomic_torch_save, file_sha256, read_checkpoint
+from mara_agents.checkpoint_io import CheckpointError, atomic_torch_save, read_checkpoint, write_checksum_manifest
 from mara_agents.mat.model import MATHyperParameters, MATModel
 
 FORMAT = "mara-mat-policy"
@@ -24,17 +23,19 @@ def export_policy(path: str | os.PathLike[str], model: MATModel, predictor: str,
     atomic_torch_save({"format": FORMAT, "version": VERSION, "hparams": model.hparams.to_dict(),
                        "predictor": predictor,
                        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}}, path)
-    atomic_write_json(Path(path).with_suffix(".json"),
-                      {**manifest, "checkpoint": Path(path).name, "checkpoint_sha256": file_sha256(path)})
+    write_checksum_manifest(path, manifest)
 
 
-def load_policy_model(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> tuple[MATModel, str]:
-    """(model in eval mode, the predictor name it was trained with) from an exported checkpoint."""
+def load_policy_model(path: str | os.PathLike[str], device: str | torch.device = "cpu",
+                      verify: bool = True) -> tuple[MATModel, str]:
+    """(model in eval mode, the predictor name it was trained with) from an exported checkpoint
+    (``verify=False``: one without a manifest is accepted)."""
     path = Path(path)
-    payload = read_checkpoint(path, kind="MAT", fmt=FORMAT, version=VERSION, train_hint="python train.py mat")
+    payload = read_checkpoint(path, kind="MAT", fmt=FORMAT, version=VERSION, train_hint="python train.py mat",
+                              verify=verify)
     try:
         model = MATModel(MATHyperParameters(**payload["hparams"]))
         model.load_state_dict(payload["state_dict"])
-    except (KeyError, TypeError, RuntimeError) as exc:
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise CheckpointError(f"{path}: checkpoint does not match the MAT architecture: {exc}") from exc
     return model.to(device).eval(), str(payload["predictor"])

@@ -20,13 +20,14 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mara_agents.config_cli import check_integers
+from mara_agents.config_cli import check_integers, check_run_files
 from mara_agents.config_cli import parse_config as parse_dataclass
 from mara_agents.mat.model import MATHyperParameters
 from mara_agents.mat.ppo import PPOSettings
 from mara_agents.predictors.demand import PREDICTORS
 from mara_env.config import MARAConfig
 
+MAX_TRANSITIONS = 1_000_000  # one PPO update's rollout buffer, held in memory with every slot's tokens
 ENV_FLAGS = {
     "arrival_prob": "training arrival load p",
     "task_set": "training task set (train/val curves only)",
@@ -78,6 +79,9 @@ class MATTrainConfig:
     privileged_critic: bool = field(default=False, metadata={
         "help": "train with a separate critic that also reads each task's true remaining batches (training only; "
                 "the exported policy is the actor alone and sees only the observation)"})
+    unverified: bool = field(default=False, metadata={
+        "help": "accept an --fm-checkpoint or --init-from without a manifest to verify it against"})
+    progress: bool = field(default=True, metadata={"help": "print a line per PPO update"})
     env: MARAConfig = field(default_factory=MARAConfig, metadata={"flags": ENV_FLAGS})
     ppo: PPOSettings = field(default_factory=PPOSettings)
     model: MATHyperParameters = field(default_factory=MATHyperParameters)
@@ -97,6 +101,11 @@ class MATTrainConfig:
         if self.num_envs * self.rollout_steps < self.ppo.minibatches:
             raise ValueError(f"num_envs × rollout_steps ({self.num_envs * self.rollout_steps}) must be at least "
                              f"the number of minibatches ({self.ppo.minibatches})")
+        if self.num_envs * self.rollout_steps > MAX_TRANSITIONS:
+            raise ValueError(f"num_envs × rollout_steps ({self.num_envs * self.rollout_steps}) must be at most "
+                             f"{MAX_TRANSITIONS:,} transitions per update (the rollout buffer is held in memory)")
+        check_run_files(self.run_path, self.out_path, device=self.device, threads=self.threads, bank=self.env.bank,
+                        inputs={"fm_checkpoint": self.fm_checkpoint, "init_from": self.init_from})
 
     @property
     def run_path(self) -> str:

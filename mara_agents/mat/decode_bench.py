@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from curves import checks
 from curves.bank import atomic_write_text
 from mara_agents.allocators.registry import CHECKPOINT_DIR, ensemble_members
 from mara_agents.mat.checkpoint import load_policy_model
@@ -66,7 +67,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batches", default="1,4,32", help="comma-separated batch sizes (rows per call)")
     parser.add_argument("--calls", type=int, default=100, help="calls per timing")
     parser.add_argument("--repeats", type=int, default=5, help="timings per figure (the best is kept)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the lines to this file")
+    parser.add_argument("--out", type=checks.argparse_type(checks.writable_file, "--out"), default=None,
+                        help="also write the lines to this file")
     return parser.parse_args(argv)
 
 

@@ -65,12 +65,13 @@ class MATEnsemble(nn.Module):
 
 
 def load_mat_ensemble(paths: Sequence[str | os.PathLike[str]] | str, device: str = "cpu",
-                      fm_checkpoint: str = "") -> MATPolicy:
+                      fm_checkpoint: str = "", verify: bool = True) -> MATPolicy:
     """A :class:`~mara_agents.allocators.mat.MATPolicy` over the exported checkpoints ``paths`` (a sequence, or
     one string joined by ``+`` as ``evaluate.py --policy`` passes it); they must share their predictor."""
     paths = paths.split("+") if isinstance(paths, str) else list(paths)
-    loaded = [load_policy_model(path, device) for path in paths]
+    loaded = [load_policy_model(path, device, verify) for path in paths]
     predictors = {predictor for _, predictor in loaded}
     if len(predictors) != 1:
         raise ValueError(f"ensemble members were trained on different predictors: {sorted(predictors)}")
-    return MATPolicy(MATEnsemble([model for model, _ in loaded]), make_demand(predictors.pop(), fm_checkpoint, device))
+    return MATPolicy(MATEnsemble([model for model, _ in loaded]),
+                     make_demand(predictors.pop(), fm_checkpoint, device, verify))

@@ -29,9 +29,10 @@ import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
+from curves import checks
 from curves.bank import DEFAULT_BANK
 from mara_agents.checkpoint_io import bank_checksum, file_sha256, git_commit, portable_path
-from mara_agents.config_cli import check_integers
+from mara_agents.config_cli import check_integers, check_run_files
 from mara_agents.config_cli import parse_config as parse_dataclass
 from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.imitation import ExpertRollout, ImitationSettings, LabelledStates, environment_configs, fit
@@ -48,6 +49,7 @@ ENV_FLAGS = {
     "task_set": "training and validation task set (train/val curves only)",
     "bank": "curve bank directory (default: the shipped curves/bank)",
 }
+MAX_ENVS = 4096  # parallel environments, each holding its episode and the expert's view of it
 
 
 @dataclass
@@ -67,6 +69,9 @@ class MATILConfig:
     out: str = field(default="", metadata={
         "help": "exported checkpoint ('' = <run_dir>/selected.pt); a .json manifest goes beside it"})
     force: bool = field(default=False, metadata={"help": "replace a run directory that already holds a run"})
+    unverified: bool = field(default=False, metadata={
+        "help": "accept an --fm-checkpoint without a manifest to verify it against"})
+    progress: bool = field(default=True, metadata={"help": "print a line per DAgger round"})
     env: MARAConfig = field(default_factory=MARAConfig, metadata={"flags": ENV_FLAGS})
     imitation: ImitationSettings = field(default_factory=ImitationSettings)
     model: MATHyperParameters = field(default_factory=MATHyperParameters)
@@ -80,6 +85,9 @@ class MATILConfig:
             raise ValueError("env: MAT-IL trains on the dict observation of random episodes")
         if self.imitation.stress_envs >= self.num_envs:
             raise ValueError(f"stress_envs ({self.imitation.stress_envs}) must be below num_envs ({self.num_envs})")
+        checks.integer("num_envs", self.num_envs, 1, MAX_ENVS)
+        check_run_files(self.run_path, self.out_path, device=self.device, threads=self.threads, bank=self.env.bank,
+                        inputs={"fm_checkpoint": self.fm_checkpoint})
 
     @property
     def run_path(self) -> Path:
@@ -156,7 +164,7 @@ def train_il(config: MATILConfig) -> TrainResult:
     run = prepare_run(config)
     settings = config.imitation
     bank = config.env.bank or str(DEFAULT_BANK)
-    demand = make_demand(config.predictor, config.fm_checkpoint, config.device)
+    demand = make_demand(config.predictor, config.fm_checkpoint, config.device, verify=not config.unverified)
     model = MATModel(config.hparams()).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.bc_lr)
     workloads = [validation_workload(run / "validation.json", bank, config.env.task_set, config.env.arrival_prob,
@@ -189,10 +197,11 @@ def train_il(config: MATILConfig) -> TrainResult:
         writer.add_scalar("charts/validation_success_rate", score, step)
         if rates:
             writer.add_scalar("charts/success_rate", float(np.nanmean(rates)), step)
-        print(f"round {round_index} step {step} beta {beta:.3f} states {len(data)} "
-              f"sps {vector_steps * config.num_envs / (collected - tick):.0f} fit {fitted - collected:.0f}s "
-              f"loss {stats['imitation_loss']:.3f} agreement {stats['agreement']:.3f} "
-              f"validation {score:.4f}", flush=True)
+        if config.progress:
+            print(f"round {round_index} step {step} beta {beta:.3f} states {len(data)} "
+                  f"sps {vector_steps * config.num_envs / (collected - tick):.0f} fit {fitted - collected:.0f}s "
+                  f"loss {stats['imitation_loss']:.3f} agreement {stats['agreement']:.3f} "
+                  f"validation {score:.4f}", flush=True)
         best = max((s for _, s in validation), default=-1.0)
         validation.append((step, score))
         if score > best:

@@ -31,10 +31,13 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
+from curves import checks
 from mara_agents.mat.masks import node_mask, teacher_forced_masks
 from mara_agents.mat.tokens import NUM_GLOBAL_TOKEN_FEATURES, NUM_SLOT_FEATURES, Tokens
 
 IDLE_PRIOR = -2.0
+MAX_WIDTH = 4096  # the largest embedding a setting may ask for: far above any useful model, far below OOM
+MAX_BLOCKS = 64
 SLACK_PRIOR_SCALE = 3.0  # logits per rank step at the start: FM-slack's order wins over an untrained network
 
 
@@ -52,6 +55,15 @@ class MATHyperParameters:
     slack_prior: bool = field(default=False, metadata={
         "help": "add -scale * (the slot's rank in FM-slack's order) to the pointer logits, scale learned from "
                 "3.0, so the policy starts as FM-slack (tokens then carry the ranks as a last column)"})
+
+    def __post_init__(self) -> None:
+        checks.integer("num_nodes", self.num_nodes, 1)
+        checks.integer("num_slots", self.num_slots, 1)
+        checks.integer("dim", self.dim, 1, MAX_WIDTH)
+        checks.integer("heads", self.heads, 1, self.dim)
+        checks.integer("blocks", self.blocks, 1, MAX_BLOCKS)
+        if self.dim % self.heads:
+            raise ValueError(f"dim ({self.dim}) must be divisible by heads ({self.heads})")
 
     def to_dict(self) -> dict[str, int | bool]:
         """Plain dict for checkpoints and manifests."""

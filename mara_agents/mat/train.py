@@ -58,7 +58,7 @@ from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
 
 # Fields that may differ when a run is resumed; any other change is refused.  Paths compare by what they name.
 _RESUMABLE_CHANGES = frozenset({"device", "threads", "steps", "resume", "force", "out", "checkpoint_every",
-                                "snapshot_every", "run_dir"})
+                                "snapshot_every", "run_dir", "progress", "unverified"})
 _PATHS = frozenset({"fm_checkpoint", "env.bank"})
 
 
@@ -92,7 +92,7 @@ def initial_policy(config: MATTrainConfig, device: torch.device) -> MATModel | N
     """The exported policy ``--init-from`` names (frozen: the KL penalty's reference), or None."""
     if not config.init_from:
         return None
-    reference, predictor = load_policy_model(config.init_from, device)
+    reference, predictor = load_policy_model(config.init_from, device, verify=not config.unverified)
     if predictor != config.predictor or reference.hparams != config.hparams():
         raise ValueError(f"--init-from {config.init_from}: trained with predictor {predictor!r} and "
                          f"{reference.hparams}, this run has {config.predictor!r} and {config.hparams()}")
@@ -197,7 +197,7 @@ def train(config: MATTrainConfig) -> TrainResult:
     run = Path(config.run_path)
     state_path = run / "last.pt"
     prepare_fresh_run(config, state_path)
-    demand = make_demand(config.predictor, config.fm_checkpoint, config.device)
+    demand = make_demand(config.predictor, config.fm_checkpoint, config.device, verify=not config.unverified)
     model = MATModel(config.hparams()).to(device)
     start = initial_policy(config, device)
     if start is not None:
@@ -263,9 +263,10 @@ def train(config: MATTrainConfig) -> TrainResult:
         writer.add_scalar("charts/steps_per_second", steps / elapsed, global_step)
         writer.add_scalar("charts/rollout_seconds", collected - tick, global_step)
         rates = [e["success_rate"] for e in recent if np.isfinite(e["success_rate"])]
-        print(f"update {update} step {global_step} sps {steps / elapsed:.0f} (rollout {collected - tick:.1f}s) "
-              f"success {np.mean(rates) if rates else float('nan'):.3f} entropy {stats['entropy']:.3f} "
-              f"value_loss {stats['value_loss']:.3f}", flush=True)
+        if config.progress:
+            print(f"update {update} step {global_step} sps {steps / elapsed:.0f} (rollout {collected - tick:.1f}s) "
+                  f"success {np.mean(rates) if rates else float('nan'):.3f} entropy {stats['entropy']:.3f} "
+                  f"value_loss {stats['value_loss']:.3f}", flush=True)
 
         last = global_step >= config.steps
         if workloads and (crossed(global_step, steps, config.validate_every) or last):

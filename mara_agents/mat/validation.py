@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from curves import checks
 from curves.bank import DEFAULT_BANK, load_bank
 from mara_agents.allocators.mat import MATPolicy, load_mat_policy
 from mara_agents.allocators.registry import POLICIES, make_policy
@@ -95,8 +96,9 @@ def check_scores(policy: Policy, mixture: Path | None, stress: Path, bank: str) 
                        incomplete)
 
 
-def _target_policy(target: str) -> Policy:
-    """A registered method name, the path of an exported MAT checkpoint, or paths joined by ``+`` (an ensemble)."""
+def _target_policy(target: str, verify: bool = True) -> Policy:
+    """A registered method name, the path of an exported MAT checkpoint, or paths joined by ``+`` (an ensemble);
+    ``verify=False`` accepts checkpoints without a manifest."""
     if target in POLICIES:
         return make_policy(target)
     paths = target.split("+")
@@ -104,7 +106,7 @@ def _target_policy(target: str) -> Policy:
     if missing:
         raise ValueError(f"{missing[0]!r} is neither a registered method ({', '.join(sorted(POLICIES))}) "
                          "nor an existing MAT checkpoint file")
-    return load_mat_policy(target) if len(paths) == 1 else load_mat_ensemble(paths)
+    return load_mat_policy(target, verify=verify) if len(paths) == 1 else load_mat_ensemble(paths, verify=verify)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,10 +116,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "drawn from val curves; no test curve is touched.")
     parser.add_argument("targets", nargs="+", help="checkpoint .pt files, method names (fifo, lara, mara, ...) or "
                                                    "checkpoints joined by '+' (decoded as one ensemble)")
-    parser.add_argument("--bank", default=str(DEFAULT_BANK), help="curve bank directory")
-    parser.add_argument("--dir", default="runs/check", help="where the check workload files are drawn once and kept")
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=checks.argparse_type(checks.existing_dir, "--bank"),
+                        help="curve bank directory")
+    parser.add_argument("--dir", default="runs/check", type=checks.argparse_type(checks.writable_dir, "--dir"),
+                        help="where the check workload files are drawn once and kept")
+    parser.add_argument("--unverified", action="store_true",
+                        help="accept checkpoints without a manifest to verify them against")
     parser.add_argument("--task-set", default="id", help="task set of the mixture workload (default: id)")
-    parser.add_argument("--load", type=float, default=0.04, help="arrival load p of the mixture (default: 0.04)")
+    parser.add_argument("--load", type=checks.argparse_type(checks.number, "--load", float, low=0.0, high=1.0),
+                        default=0.04, help="arrival load p of the mixture (default: 0.04)")
     parser.add_argument("--roots", type=int, default=4, help="roots of each workload (default: 4)")
     parser.add_argument("--episodes", type=int, default=12, help="episodes per root (default: 12)")
     parser.add_argument("--seed-base", type=int, default=CHECK_SEED,
@@ -146,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.roots, args.episodes, args.seed_base)
         stress = validation_workload(directory / f"stress_{tag}.json", args.bank, "stress", 0.0, args.roots,
                                      args.episodes, args.seed_base)
-        policies = [(target, _target_policy(target)) for target in args.targets]
+        policies = [(target, _target_policy(target, not args.unverified)) for target in args.targets]
     except (ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

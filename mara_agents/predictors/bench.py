@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sys
 import tempfile
 import time
 import zlib
@@ -37,7 +38,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from curves import checks
 from curves.bank import DEFAULT_BANK, BankError, CurveBank, FamilySpec, load_bank
+from mara_agents.checkpoint_io import CheckpointError
+from mara_agents.config_cli import MAX_THREADS
+from mara_agents.interrupt import run_command
 from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor, PredictorQuery
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT, FlowMatchingPredictor, load_predictor
 from mara_agents.predictors.wls import WLSPredictor, fit_power_law
@@ -321,17 +326,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     benchmark never replaces the shipped ``results/`` (``evaluate.py table1`` writes those)."""
     parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.bench",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bank", default=str(DEFAULT_BANK), help="curve bank directory")
-    parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="FM checkpoint")
-    parser.add_argument("--out", type=Path, help="where tables and figures go (default: a new scratch directory)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the per-curve ε and B draws")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for the timing")
-    parser.add_argument("--device", default="cpu", help="torch device for FM")
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=checks.argparse_type(checks.existing_dir, "--bank"),
+                        help="curve bank directory")
+    parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT),
+                        type=checks.argparse_type(checks.existing_file, "--checkpoint"), help="FM checkpoint")
+    parser.add_argument("--unverified", action="store_true",
+                        help="accept a --checkpoint without a manifest to verify it against")
+    parser.add_argument("--out", type=checks.argparse_type(checks.writable_dir, "--out"),
+                        help="where tables and figures go (default: a new scratch directory)")
+    parser.add_argument("--seed", type=checks.argparse_type(checks.integer, "--seed", int, low=0), default=0,
+                        help="seed of the per-curve ε and B draws")
+    parser.add_argument("--threads", default=1,
+                        type=checks.argparse_type(checks.integer, "--threads", int, low=1, high=MAX_THREADS),
+                        help="torch CPU threads for the timing")
+    parser.add_argument("--device", default="cpu", type=checks.argparse_type(checks.torch_device, "--device"),
+                        help="torch device for FM")
     args = parser.parse_args(argv)
-    if args.threads < 1:
-        parser.error(f"--threads must be at least 1, got {args.threads}")
-    if args.seed < 0:
-        parser.error(f"--seed must be at least 0, got {args.seed}")
     if args.out is None:
         args.out = Path(tempfile.mkdtemp(prefix="mara-bench-"))
     return args
@@ -341,8 +351,8 @@ def main(argv: Sequence[str] | None = None) -> list[BenchRow]:
     """Command-line entry point: benchmark WLS and FM, print Table 1, write it and Figure 3."""
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    fm = load_predictor(args.checkpoint, args.device, verify=not args.unverified)  # first: the quick refusal
     bank = load_bank(args.bank)
-    fm = load_predictor(args.checkpoint, args.device)
     result = benchmark(bank, {"WLS": WLSPredictor(), "FM": fm}, args.seed)
     out = args.out
     write_results(result.rows, out, result.truth_at_horizon())
@@ -357,5 +367,10 @@ def main(argv: Sequence[str] | None = None) -> list[BenchRow]:
     return result.rows
 
 
+def run(argv: Sequence[str] | None = None) -> int:
+    """:func:`main` as a command: exit status 0, 2 with one line for an unusable bank or checkpoint."""
+    return run_command(lambda: main(argv), (BankError, CheckpointError, OSError), "nothing was written")
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(run())

@@ -77,20 +77,23 @@ class Demand:
         return stacked, self(stacked)
 
 
-def make_predictor(name: str, fm_checkpoint: str | os.PathLike[str] = "", device: str = "cpu") -> Predictor:
-    """A frozen stage-I predictor by name: ``wls`` or ``fm`` (the shipped checkpoint unless a path is given)."""
+def make_predictor(name: str, fm_checkpoint: str | os.PathLike[str] = "", device: str = "cpu",
+                   verify: bool = True) -> Predictor:
+    """A frozen stage-I predictor by name: ``wls`` or ``fm`` (the shipped checkpoint unless a path is given;
+    ``verify=False`` accepts one without a manifest)."""
     if name == "wls":
         from mara_agents.predictors.wls import WLSPredictor
         return WLSPredictor()
     if name == "fm":
         from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT, load_predictor
-        return load_predictor(fm_checkpoint or DEFAULT_CHECKPOINT, device=device)
+        return load_predictor(fm_checkpoint or DEFAULT_CHECKPOINT, device=device, verify=verify)
     raise ValueError(f"unknown predictor {name!r}; choose one of {PREDICTORS}")
 
 
-def make_demand(name: str, fm_checkpoint: str | os.PathLike[str] = "", device: str = "cpu") -> Demand:
+def make_demand(name: str, fm_checkpoint: str | os.PathLike[str] = "", device: str = "cpu",
+                verify: bool = True) -> Demand:
     """The demand stage over the named predictor (see :func:`make_predictor`)."""
-    return Demand(make_predictor(name, fm_checkpoint, device), name)
+    return Demand(make_predictor(name, fm_checkpoint, device, verify), name)
 
 
 def as_demand(source: Demand | Predictor) -> Demand:

@@ -6,7 +6,8 @@ of ``val`` examples, and training stops when that loss has not improved for ``pa
 
 Reproducible and resumable: the examples, noise and flow times of step k are drawn from a generator seeded
 by (seed, k), so a run killed at any point and resumed from ``<run_dir>/last.pt`` (written atomically at
-every evaluation) continues exactly as if it had never stopped.  The selected model is written to ``out``
+every evaluation, and at the last whole step when SIGINT or SIGTERM stops the run) continues exactly as if
+it had never stopped.  The selected model is written to ``out``
 (small, ~0.3 MB) with a JSON manifest beside it recording how it was trained.
 
 Run ``python -m mara_agents.predictors.train --help`` (or ``python train.py fm``); TensorBoard logs go to
@@ -31,10 +32,11 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from curves import checks
 from curves.bank import DEFAULT_BANK, CurveBank, atomic_write_json, load_bank
 from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
                                        remove_run_state, save_run_state)
-from mara_agents.config_cli import changed_settings, check_integers
+from mara_agents.config_cli import changed_settings, check_integers, check_run_files
 from mara_agents.config_cli import parse_config as parse_dataclass
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_agents.predictors.fm.encoding import static_context
@@ -49,8 +51,9 @@ from mara_agents.predictors.fm.target import trajectory_target
 # Fields that may change when a run is resumed; every other field must match the saved run (paths compare by
 # the file they name).
 _RESUMABLE_CHANGES = frozenset({"device", "threads", "max_steps", "patience", "out", "resume", "force", "notes",
-                                "run_dir"})
+                                "run_dir", "progress"})
 _PATHS = frozenset({"bank"})
+MAX_EXAMPLES = 1 << 20  # examples in one batch or set: each is a padded curve prefix, so more would exhaust memory
 MODEL_FLAGS = {"hidden": "GRU width", "history_points": "most prefix points the GRU reads",
                "width": "velocity-MLP hidden width", "time_dim": "sinusoidal time-embedding size"}
 
@@ -78,6 +81,7 @@ class FMTrainConfig:
     force: bool = field(default=False, metadata={
         "help": "with --no-resume, start afresh even if <run_dir> already holds a run (its state is replaced)"})
     notes: str = field(default="", metadata={"help": "free-text provenance recorded in the manifest"})
+    progress: bool = field(default=True, metadata={"help": "show a progress bar"})
     model: FMHyperParameters = field(default_factory=FMHyperParameters, metadata={"flags": MODEL_FLAGS})
 
     def __post_init__(self) -> None:
@@ -92,6 +96,12 @@ class FMTrainConfig:
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
         if self.seed < 0:
             raise ValueError(f"seed must be ≥ 0, got {self.seed}")
+        if self.max_steps < self.eval_every:
+            raise ValueError(f"max_steps={self.max_steps} < eval_every={self.eval_every}: no validation would "
+                             "select a model; raise --max-steps or lower --eval-every")
+        for name in ("batch_size", "val_examples", "stats_examples"):
+            checks.integer(name, getattr(self, name), 1, MAX_EXAMPLES)
+        check_run_files(self.run_dir, self.out, device=self.device, threads=self.threads, bank=self.bank)
 
     def hparams(self) -> FMHyperParameters:
         """The model architecture these settings describe."""
@@ -302,38 +312,52 @@ def train(config: FMTrainConfig) -> TrainResult:
         best.unlink(missing_ok=True)  # a fresh run must not select a model left by an earlier one
     validation = Validation(val_set, config, hparams, device)
     writer = SummaryWriter(str(run_dir / "tb"), purge_step=step or None)
-    bar = tqdm(total=config.max_steps, initial=step, desc="FM stage I", unit="step")
+    bar = tqdm(total=config.max_steps, initial=step, desc="FM stage I", unit="step", disable=not config.progress)
     started, running = time.perf_counter() - seconds, 0.0
+
+    def save_state() -> None:
+        save_run_state(last, {"config": dataclasses.asdict(config), "model": model.state_dict(),
+                              "optimizer": optimiser.state_dict(), "step": step, "best_val": best_val,
+                              "best_step": best_step, "stale": stale,
+                              "seconds": time.perf_counter() - started, "data_sha256": data_sha256})
+
     model.train()
-    while step < config.max_steps and stale < config.patience:
-        rng = np.random.default_rng([config.seed, 3, step])
-        batch = example_tensors(train_set, draw_examples(train_set, rng, config.batch_size, config.min_prefix),
-                                hparams, device)
-        loss = flow_matching_objective(model, batch, *path_noise(rng, config.batch_size, hparams.bins, device))
-        optimiser.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimiser.step()
-        step += 1
-        running += loss.item()
-        bar.update(1)
-        if step % config.eval_every == 0:
-            val = validation.loss(model)
-            writer.add_scalar("train/loss", running / config.eval_every, step)
-            writer.add_scalar("val/loss", val, step)
-            running = 0.0
-            if val < best_val:
-                best_val, best_step, stale = val, step, 0
-                save_checkpoint(best, model, {"step": step, "val_loss": val})
-            else:
-                stale += 1
-            bar.set_postfix(val=f"{val:.4f}", best=f"{best_val:.4f}@{best_step}")
-            save_run_state(last, {"config": dataclasses.asdict(config), "model": model.state_dict(),
-                                  "optimizer": optimiser.state_dict(), "step": step, "best_val": best_val,
-                                  "best_step": best_step, "stale": stale,
-                                  "seconds": time.perf_counter() - started, "data_sha256": data_sha256})
-    bar.close()
-    writer.close()
+    saved, finished = step, True  # the step last.pt holds; whether model and step agree (no update half done)
+    try:
+        while step < config.max_steps and stale < config.patience:
+            rng = np.random.default_rng([config.seed, 3, step])
+            batch = example_tensors(train_set, draw_examples(train_set, rng, config.batch_size, config.min_prefix),
+                                    hparams, device)
+            loss = flow_matching_objective(model, batch, *path_noise(rng, config.batch_size, hparams.bins, device))
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            finished = False
+            optimiser.step()
+            step += 1
+            finished = step % config.eval_every != 0  # a step whose validation is still due is not whole yet
+            running += loss.item()
+            bar.update(1)
+            if step % config.eval_every == 0:
+                val = validation.loss(model)
+                writer.add_scalar("train/loss", running / config.eval_every, step)
+                writer.add_scalar("val/loss", val, step)
+                running = 0.0
+                if val < best_val:
+                    best_val, best_step, stale = val, step, 0
+                    save_checkpoint(best, model, {"step": step, "val_loss": val})
+                else:
+                    stale += 1
+                bar.set_postfix(val=f"{val:.4f}", best=f"{best_val:.4f}@{best_step}")
+                save_state()
+                saved, finished = step, True
+    except KeyboardInterrupt:
+        if finished and step > saved:  # the last whole step: resuming from it repeats nothing and skips nothing
+            save_state()
+        raise
+    finally:
+        bar.close()
+        writer.close()
     if not best.exists():
         raise ValueError(f"no validation happened: max_steps={config.max_steps} < eval_every={config.eval_every}")
     seconds = time.perf_counter() - started
@@ -349,11 +373,16 @@ def parse_config(argv: Sequence[str] | None = None) -> FMTrainConfig:
     return parse_dataclass(FMTrainConfig, argv, "python train.py fm", __doc__.split("\n\n")[0])
 
 
+def describe(result: TrainResult) -> str:
+    """Where the checkpoint went and how the run went, in one line."""
+    return (f"FM checkpoint {result.checkpoint} (val loss {result.best_val:.4f} at step {result.best_step}, "
+            f"{result.steps} steps, {result.seconds:.0f} s); manifest {result.manifest}")
+
+
 def main(argv: Sequence[str] | None = None) -> TrainResult:
     """Command-line entry point: parse, train, print where the checkpoint went."""
     result = train(parse_config(argv))
-    print(f"FM checkpoint {result.checkpoint} (val loss {result.best_val:.4f} at step {result.best_step}, "
-          f"{result.steps} steps, {result.seconds:.0f} s); manifest {result.manifest}")
+    print(describe(result))
     return result
 
 

@@ -90,11 +90,12 @@ def test_the_cli_is_generated_from_the_config_dataclass():
     assert (nested.ppo.clip, nested.env.arrival_prob, nested.hparams().dim) == (0.3, 0.05, 32)
 
 
-def test_train_py_dispatches_fm_to_the_predictor_trainer(monkeypatch):
+def test_train_py_dispatches_fm_to_the_predictor_trainer(monkeypatch, tmp_path):
     seen = []
-    monkeypatch.setattr("mara_agents.predictors.train.main", lambda argv: seen.append(argv))
-    train_cli.main(["fm", "--max-steps", "5"])
-    assert seen == [["--max-steps", "5"]]
+    monkeypatch.setattr("mara_agents.predictors.train.train", seen.append)
+    monkeypatch.setattr("mara_agents.predictors.train.describe", lambda result: "done")
+    assert train_cli.main(["fm", "--max-steps", "500", "--run-dir", str(tmp_path / "fm")]) == 0
+    assert [(config.max_steps, config.run_dir) for config in seen] == [(500, str(tmp_path / "fm"))]
     assert train_cli.main(["nonsense"]) == 2
 
 

@@ -78,3 +78,28 @@ class DiesWhenActing(EDFPolicy):
 
     def act(self, observation):
         os._exit(3)
+
+
+class BrokenActions(EDFPolicy):
+    """EDF whose joint action is spoiled one way (``kind``): the evaluation must stop with a line naming it."""
+
+    def __init__(self, kind: str = "shape") -> None:
+        self.kind = kind
+
+    def act(self, observation):
+        import numpy as np
+
+        picks = np.asarray(super().act(observation))
+        if self.kind == "raise":
+            raise ZeroDivisionError("the policy's own bug")
+        spoiled = {"shape": picks[:-1], "nan": np.full(picks.shape, np.nan), "range": picks + 99,
+                   "negative": picks - 5, "fraction": picks + 0.5, "text": "idle",
+                   "words": np.full(picks.shape, "idle")}
+        return spoiled[self.kind]
+
+
+class BrokenBatch(BatchedEDF):
+    """Batched EDF whose ``act_batch`` answers for one episode too few."""
+
+    def act_batch(self, observations):
+        return super().act_batch(observations)[:-1]

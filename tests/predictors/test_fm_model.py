@@ -133,11 +133,16 @@ def test_corrupt_checkpoint_error_names_the_file(tmp_path):
     save_checkpoint(tmp_path / "fm.pt", tiny_model())
     data = (tmp_path / "fm.pt").read_bytes()
     (tmp_path / "fm.pt").write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match="fm.pt"):
+    with pytest.raises(CheckpointError, match="fm.pt.*corrupt"):  # its manifest's checksum no longer matches
         load_model(tmp_path / "fm.pt")
+    (tmp_path / "fm.json").unlink()
+    with pytest.raises(CheckpointError, match="fm.pt: unreadable FM checkpoint"):  # read unverified
+        load_model(tmp_path / "fm.pt", verify=False)
     torch.save({"something": "else"}, tmp_path / "other.pt")
-    with pytest.raises(CheckpointError, match="other.pt"):
+    with pytest.raises(CheckpointError, match="other.pt: FM checkpoint has no manifest"):
         load_model(tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="other.pt: not a FM checkpoint"):
+        load_model(tmp_path / "other.pt", verify=False)
 
 
 def test_the_sampling_velocity_equals_the_plain_one():

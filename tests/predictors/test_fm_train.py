@@ -37,6 +37,33 @@ def test_resumed_run_equals_an_uninterrupted_one(tiny_bank, tmp_path):
         assert torch.equal(value, load_model(resumed.checkpoint).state_dict()[key]), key
 
 
+def test_an_interrupted_run_saves_its_last_whole_step_and_resumes_to_the_same_model(tiny_bank, tmp_path,
+                                                                                   monkeypatch):
+    """SIGINT or SIGTERM (a KeyboardInterrupt) between evaluations saves the state of the last whole step, and
+    resuming from it gives the model of a run that was never stopped."""
+    from mara_agents.checkpoint_io import load_run_state
+    from mara_agents.predictors import train as trainer
+
+    straight = train(tiny_config(tiny_bank, tmp_path / "a"))
+    objective, calls = trainer.flow_matching_objective, []
+
+    def interrupted_in_step_6(*args):
+        calls.append(1)
+        if len(calls) == 7:  # steps 1-4, step 4's validation (one batch), step 5, then step 6's loss
+            raise KeyboardInterrupt
+        return objective(*args)
+
+    monkeypatch.setattr(trainer, "flow_matching_objective", interrupted_in_step_6)
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_config(tiny_bank, tmp_path / "b"))
+    assert load_run_state(tmp_path / "b" / "run" / "last.pt")["step"] == 5  # the validation saved step 4
+    monkeypatch.setattr(trainer, "flow_matching_objective", objective)
+    resumed = train(tiny_config(tiny_bank, tmp_path / "b"))
+    assert resumed.best_val == straight.best_val
+    for key, value in load_model(straight.checkpoint).state_dict().items():
+        assert torch.equal(value, load_model(resumed.checkpoint).state_dict()[key]), key
+
+
 def test_manifest_records_how_the_checkpoint_was_trained(tiny_bank, tmp_path):
     result = train(tiny_config(tiny_bank, tmp_path))
     manifest = json.loads(result.manifest.read_text())
@@ -62,8 +89,8 @@ def test_resuming_with_a_different_recipe_is_refused(tiny_bank, tmp_path):
 
 
 def test_command_line_is_generated_from_the_config(tiny_bank, tmp_path):
-    config = parse_config(["--bank", "x", "--batch-size", "7", "--lr", "0.01", "--no-resume"])
-    assert (config.bank, config.batch_size, config.lr, config.resume) == ("x", 7, 0.01, False)
+    config = parse_config(["--bank", str(tiny_bank), "--batch-size", "7", "--lr", "0.01", "--no-resume"])
+    assert (config.bank, config.batch_size, config.lr, config.resume) == (str(tiny_bank), 7, 0.01, False)
     result = main(["--bank", str(tiny_bank), "--run-dir", str(tmp_path / "r"), "--out", str(tmp_path / "fm.pt"),
                    "--max-steps", "4", "--eval-every", "4", "--batch-size", "8", "--val-examples", "32",
                    "--stats-examples", "64", "--hidden", "8", "--width", "16"])

@@ -18,8 +18,11 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from curves import checks
 from mara_agents.predictors.fm.encoding import HISTORY_FEATURES, STATIC_FEATURES, encode_history
 from mara_agents.predictors.fm.target import BINS, DELTA
+
+MAX_WIDTH = 4096  # the largest layer width a setting may ask for: far above any useful model, far below OOM
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,14 @@ class FMHyperParameters:
     width: int = 128        # velocity-MLP hidden width
     time_dim: int = 32      # sinusoidal time-embedding size
     delta: float = DELTA    # δ of Eq. (5)
+
+    def __post_init__(self) -> None:
+        for name in ("hidden", "history_points", "bins", "width"):
+            checks.integer(name, getattr(self, name), 1, MAX_WIDTH)
+        checks.integer("time_dim", self.time_dim, 2, MAX_WIDTH)
+        if self.time_dim % 2:
+            raise ValueError(f"time_dim must be even (sine and cosine halves), got {self.time_dim}")
+        checks.number("delta", self.delta, 0.0, low_open=True)
 
     def to_dict(self) -> dict[str, float | int]:
         """Plain-dict form stored in checkpoints and manifests."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mara_agents.checkpoint_io import CheckpointError, atomic_torch_save, read_checkpoint
+from mara_agents.checkpoint_io import CheckpointError, atomic_torch_save, read_checkpoint, write_checksum_manifest
 from mara_agents.predictors.base import Prediction, PredictorQuery, capped_remaining, row_parts
 from mara_agents.predictors.fm.decode import first_crossing, median_estimate, remaining_batches
 from mara_agents.predictors.fm.encoding import static_context
@@ -107,7 +107,8 @@ class FlowMatchingPredictor:
 
 def save_checkpoint(path: str | os.PathLike[str], model: FlowMatchingModel,
                     extra: dict[str, Any] | None = None) -> None:
-    """Write the model (weights, standardisation, hyperparameters) atomically: temp file, then rename."""
+    """Write the model (weights, standardisation, hyperparameters) atomically: temp file, then rename; and
+    a manifest beside it with the checkpoint's SHA-256 (training replaces it with a fuller one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
@@ -115,23 +116,26 @@ def save_checkpoint(path: str | os.PathLike[str], model: FlowMatchingModel,
                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                "extra": extra or {}}
     atomic_torch_save(payload, path)
+    write_checksum_manifest(path, {"format": "mara-fm-manifest", "hparams": model.hparams.to_dict()})
 
 
 def load_model(path: str | os.PathLike[str] = DEFAULT_CHECKPOINT,
-               device: str | torch.device = "cpu") -> FlowMatchingModel:
-    """Read a checkpoint written by :func:`save_checkpoint`; raises :class:`CheckpointError` naming the file."""
+               device: str | torch.device = "cpu", verify: bool = True) -> FlowMatchingModel:
+    """Read a checkpoint written by :func:`save_checkpoint`; raises :class:`CheckpointError` naming the file
+    (``verify=False``: one without a manifest is accepted)."""
     path = Path(path)
     payload = read_checkpoint(path, kind="FM", fmt=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION,
-                              train_hint="python train.py fm")
+                              train_hint="python train.py fm", verify=verify)
     try:
         model = FlowMatchingModel(FMHyperParameters(**payload["hparams"]))
         model.load_state_dict(payload["state_dict"])
-    except (KeyError, TypeError, RuntimeError) as exc:
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise CheckpointError(f"{path}: checkpoint does not match the FM architecture: {exc}") from exc
     return model.to(device).eval()
 
 
 def load_predictor(path: str | os.PathLike[str] = DEFAULT_CHECKPOINT, device: str | torch.device = "cpu",
-                   n_samples: int = N_SAMPLES, euler_steps: int = EULER_STEPS) -> FlowMatchingPredictor:
-    """A ready-to-use frozen FM predictor from a checkpoint file."""
-    return FlowMatchingPredictor(load_model(path, device), n_samples=n_samples, euler_steps=euler_steps)
+                   n_samples: int = N_SAMPLES, euler_steps: int = EULER_STEPS,
+                   verify: bool = True) -> FlowMatchingPredictor:
+    """A ready-to-use frozen FM predictor from a checkpoint file (``verify``: see :func:`load_model`)."""
+    return FlowMatchingPredictor(load_model(path, device, verify), n_samples=n_samples, euler_steps=euler_steps)

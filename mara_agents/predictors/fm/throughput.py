@@ -12,18 +12,24 @@ so that a busy machine shows.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from curves.bank import DEFAULT_BANK, load_bank
+from curves import checks
+from curves.bank import DEFAULT_BANK, BankError, load_bank
+from mara_agents.checkpoint_io import CheckpointError
+from mara_agents.config_cli import MAX_THREADS
+from mara_agents.interrupt import run_command
 from mara_agents.predictors.base import PredictorQuery
 from mara_agents.predictors.bench import build_queries
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT, FlowMatchingPredictor, load_predictor
 
 ROWS = (1, 8, 64, 350)
+MAX_ROWS = 100_000  # prefixes per call: FM's per-call memory grows with it
 
 
 def sample_query(query: PredictorQuery, rows: int, seed: int = 0) -> PredictorQuery:
@@ -50,28 +56,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line settings."""
     parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.fm.throughput",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=list(ROWS), help="prefixes per call")
-    parser.add_argument("--repeats", type=int, default=5, help="timed rounds per size (the best is printed)")
-    parser.add_argument("--seconds", type=float, default=0.5, help="about how long one round lasts")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="FM checkpoint")
-    parser.add_argument("--bank", default=str(DEFAULT_BANK), help="curve bank whose ID test curves give the prefixes")
-    args = parser.parse_args(argv)
-    for name in ("repeats", "threads"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    if min(args.rows) < 1:
-        parser.error(f"--rows must all be at least 1, got {args.rows}")
-    if args.seconds <= 0:
-        parser.error(f"--seconds must be positive, got {args.seconds}")
-    return args
+    parser.add_argument("--rows", type=checks.argparse_type(checks.integer, "--rows", int, low=1, high=MAX_ROWS),
+                        nargs="+", default=list(ROWS), help=f"prefixes per call (at most {MAX_ROWS})")
+    parser.add_argument("--repeats", type=checks.argparse_type(checks.integer, "--repeats", int, low=1, high=1000),
+                        default=5, help="timed rounds per size (the best is printed)")
+    parser.add_argument("--seconds", type=checks.argparse_type(checks.number, "--seconds", float, low=0.0, high=3600.0,
+                                                               low_open=True),
+                        default=0.5, help="about how long one round lasts")
+    parser.add_argument("--threads", type=checks.argparse_type(checks.integer, "--threads", int, low=1,
+                                                               high=MAX_THREADS), default=1, help="torch CPU threads")
+    parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT),
+                        type=checks.argparse_type(checks.existing_file, "--checkpoint"), help="FM checkpoint")
+    parser.add_argument("--unverified", action="store_true",
+                        help="accept a --checkpoint without a manifest to verify it against")
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=checks.argparse_type(checks.existing_dir, "--bank"),
+                        help="curve bank whose ID test curves give the prefixes")
+    return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> list[tuple[int, float, float]]:
     """Print one line per batch size: ms per call and µs per prefix, wall and CPU; return (rows, wall, CPU)."""
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    predictor = load_predictor(args.checkpoint)
+    predictor = load_predictor(args.checkpoint, verify=not args.unverified)
     queries = build_queries(load_bank(args.bank), "ID")
     if queries is None:
         raise SystemExit(f"error: the bank {args.bank} has no calibrated ID test curves to draw prefixes from")
@@ -91,5 +98,10 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[int, float, float]]:
     return results
 
 
+def run(argv: Sequence[str] | None = None) -> int:
+    """:func:`main` as a command: exit status 0, 2 with one line for an unusable bank or checkpoint."""
+    return run_command(lambda: main(argv), (BankError, CheckpointError, OSError), "stopped")
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(run())

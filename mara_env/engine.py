@@ -111,18 +111,38 @@ class Engine:
         return "\n".join(lines) + "\n"
 
 
-def parse_picks(action: Any, num_nodes: int, num_slots: int) -> list[int]:
-    """Check a joint action's shape and range; return it as a list of ints for the simulator.
+def check_picks(action: Any, shape: tuple[int, ...], num_slots: int, name: str = "action",
+                what: str = "one choice per node") -> np.ndarray:
+    """``action`` as an int64 array of node choices after checking its shape, integrality and range.
 
     A legal-shaped action is never rejected for conflicts (those become idle and are counted), but a wrong
-    shape or an out-of-range value is a programming error and raises a clear ``ValueError``.
+    shape, a non-integer (NaN included) or an out-of-range value is a programming error and raises a clear
+    ``ValueError`` naming ``name``. ``shape`` may carry leading batch axes (the vector env's (N, M)).
     """
     array = np.asarray(action)
-    if array.shape != (num_nodes,):
-        raise ValueError(f"action must have shape ({num_nodes},) — one choice per node — got {array.shape}")
+    if array.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} — {what} — got {array.shape}")
     if array.dtype.kind not in "iu" and (array.dtype.kind != "f" or not np.all(np.mod(array, 1) == 0)):
-        raise ValueError(f"action must hold integers, got dtype {array.dtype}")
-    picks = [int(v) for v in array.tolist()]
-    if picks and (min(picks) < 0 or max(picks) > num_slots):
-        raise ValueError(f"action values must lie in [0, {num_slots}] (0 = idle, j = slot j-1), got {picks}")
+        raise ValueError(f"{name} must hold integers, got dtype {array.dtype}")
+    picks = array.astype(np.int64)
+    if picks.size and (picks.min() < 0 or picks.max() > num_slots):
+        shown = picks.tolist() if picks.ndim == 1 else \
+            f"sub-envs {np.flatnonzero(((picks < 0) | (picks > num_slots)).any(axis=-1)).tolist()} are out of range"
+        raise ValueError(f"{name} values must lie in [0, {num_slots}] (0 = idle, j = slot j-1), got {shown}")
     return picks
+
+
+def parse_picks(action: Any, num_nodes: int, num_slots: int) -> list[int]:
+    """One joint action checked by :func:`check_picks`, as a list of ints for the simulator."""
+    return check_picks(action, (num_nodes,), num_slots).tolist()
+
+
+def check_scores(action: Any, shape: tuple[int, ...], name: str = "action") -> np.ndarray:
+    """``actions="scores"``: the slot scores as float64 after checking their shape and finiteness;
+    ``ValueError`` naming ``name`` otherwise. ``shape`` may carry leading batch axes."""
+    array = np.asarray(action)
+    scores = array.astype(np.float64) if array.dtype.kind in "iuf" else None
+    if scores is None or scores.shape != tuple(shape) or not np.all(np.isfinite(scores)):
+        raise ValueError(f"{name} must be {'x'.join(map(str, shape))} finite slot scores (actions='scores'), "
+                         f"got {action!r}")
+    return scores

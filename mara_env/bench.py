@@ -13,6 +13,10 @@ Prints one line per figure:
   rule computed on the batched observation every step;
 * the vector env in the ``flat`` and ``rllib`` formats (and ``flat`` with ``conflicts="repair"``, the
   sb3-contrib setting) at every N, with the precomputed actions;
+* ``MARA-Forecast-v0`` (``mara_agents``' forecast env, found through Gymnasium's registry so that this package
+  still imports nothing from ``mara_agents``) as the native vector env in the ``flat`` format with the shipped
+  FM predictor at every N, over :data:`FORECAST_STEPS` steps after :data:`FORECAST_WARMUP` untimed ones (FM
+  inference is most of its time; the line says so when ``mara_agents`` or torch is missing);
 * the ratio of the vector env at N = 64 to the single env with the same precomputed actions, in this run;
   each vector figure times at least three arrival windows of steps per sub-env (1,500 by default), so every
   sub-env plays whole episodes, resets included, as the single env does over its ``--steps``: an episode's
@@ -46,6 +50,8 @@ from mara_env.features import TASK_FEATURE_INDEX
 _PRESENT = TASK_FEATURE_INDEX["present"]
 _REMAINING = TASK_FEATURE_INDEX["remaining_time"]
 VECTOR_SIZES = (1, 4, 16, 64, 256)
+FORECAST_ID = "mara_agents:MARA-Forecast-v0"
+FORECAST_WARMUP, FORECAST_STEPS = 20, 100
 # The vector env's other observation formats, timed with the precomputed matching.
 FORMATS = (("flat, precomputed", {"observation": "flat"}),
            ("flat+repair, precomputed", {"observation": "flat", "conflicts": "repair"}),
@@ -147,19 +153,33 @@ def aec_env(bank: str | None, rule: Rule | None, turns: int, **options: str) -> 
 
 
 def vector_env(bank: str | None, num_envs: int, rule: Rule | None, steps: int, copy: bool = True,
-               **options: str) -> Rate:
-    """``steps`` steps of the native vector env (``num_envs × steps`` env steps); ``rule`` needs the dict
-    format, ``None`` (the precomputed matching) runs in any."""
-    envs = gym.make_vec("MARA-v0", num_envs=num_envs, vectorization_mode="vector_entry_point", bank=bank,
+               env_id: str = "MARA-v0", warmup: int = 0, **options: str) -> Rate:
+    """``steps`` steps of the native vector env (``num_envs × steps`` env steps) after ``warmup`` untimed ones;
+    ``rule`` needs the dict format, ``None`` (the precomputed matching) runs in any."""
+    envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", bank=bank,
                         copy=copy, **options)
     cfg = envs.unwrapped.config
     fixed = np.tile(np.arange(1, cfg.num_nodes + 1) % (cfg.max_active + 1), (num_envs, 1))
     obs, _ = envs.reset(seed=0)
+    for _ in range(warmup):
+        obs, *_ = envs.step(fixed if rule is None else rule(obs))
     with Rate() as rate:
         for _ in range(steps):
             obs, *_ = envs.step(fixed if rule is None else rule(obs))
     envs.close()
     return rate
+
+
+def forecast_figure(bank: str | None, num_envs: int) -> str:
+    """The rate of ``MARA-Forecast-v0`` with FM forecasts in the flat format, or why it could not run."""
+    try:
+        import torch
+    except ImportError:
+        return "not measured: needs torch and mara_agents (pip install -e .)"
+    torch.set_num_threads(1)  # as the examples train: one thread per process
+    rate = vector_env(bank, num_envs, None, FORECAST_STEPS, env_id=FORECAST_ID, warmup=FORECAST_WARMUP,
+                      predictor="fm", observation="flat")
+    return rate.text(FORECAST_STEPS * num_envs, "env steps")
 
 
 def run(bank: str | None, steps: int, emit: Callable[[str], None], sizes: tuple[int, ...] = VECTOR_SIZES) -> None:
@@ -194,6 +214,7 @@ def run(bank: str | None, steps: int, emit: Callable[[str], None], sizes: tuple[
         for label, options in FORMATS:
             rate = vector_env(bank, num_envs, None, vector_steps, **options)
             emit(f"vector env N={num_envs:<3}, {label + ':':24s} {rate.text(count, 'env steps')}")
+        emit(f"forecast env N={num_envs:<3}, FM, flat, precomputed: {forecast_figure(bank, num_envs)}")
     single_wall, single_cpu = fixed_single.per_second(steps)
     for label, (vector_wall, vector_cpu) in at_64.items():
         emit(f"vector env N=64 / gym env, {label}: {vector_wall / single_wall:5.1f}x wall, "

@@ -130,9 +130,11 @@ class ForecastFeatures:
         return np.stack([np.asarray(column, dtype=np.float64) for column in columns], axis=-1).astype(np.float32)
 
 
-def _config(config: MARAConfig | None, overrides: dict[str, Any]) -> MARAConfig:
-    base = config or MARAConfig()
-    return base.replace(**overrides) if overrides else base
+def _with_features(config: MARAConfig | None, overrides: dict[str, Any], predictor: str | Predictor | Demand,
+                   forecast: str) -> tuple[MARAConfig, ForecastFeatures]:
+    """The env's config (``config`` with the keyword ``overrides``) and its forecast features."""
+    merged = (config or MARAConfig()).replace(**overrides)
+    return merged, forecast_features(predictor, forecast, merged.num_nodes)
 
 
 class ForecastEnv(MARAEnv):
@@ -145,8 +147,7 @@ class ForecastEnv(MARAEnv):
 
     def __init__(self, render_mode: str | None = None, config: MARAConfig | None = None,
                  predictor: str | Predictor | Demand = "fm", forecast: str = "median", **overrides: Any):
-        merged = _config(config, overrides)
-        super().__init__(render_mode, merged, forecast_features(predictor, forecast, merged.num_nodes))
+        super().__init__(render_mode, *_with_features(config, overrides, predictor, forecast))
 
 
 class ForecastVectorEnv(MARAVectorEnv):
@@ -158,9 +159,8 @@ class ForecastVectorEnv(MARAVectorEnv):
                  predictor: str | Predictor | Demand = "fm", forecast: str = "median",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
                  copy: bool = True, **overrides: Any):
-        merged = _config(config, overrides)
-        super().__init__(num_envs, merged, autoreset_mode, render_mode, copy,
-                         forecast_features(predictor, forecast, merged.num_nodes))
+        merged, features = _with_features(config, overrides, predictor, forecast)
+        super().__init__(num_envs, merged, autoreset_mode, render_mode, copy, features)
 
 
 class ForecastAECEnv(raw_env):
@@ -172,9 +172,7 @@ class ForecastAECEnv(raw_env):
     def __init__(self, render_mode: str | None = None, max_cycles: int | None = None, agent_reward: str = "team",
                  config: MARAConfig | None = None, predictor: str | Predictor | Demand = "fm",
                  forecast: str = "median", **overrides: Any):
-        merged = _config(config, overrides)
-        super().__init__(render_mode, max_cycles, agent_reward, merged,
-                         forecast_features(predictor, forecast, merged.num_nodes))
+        super().__init__(render_mode, max_cycles, agent_reward, *_with_features(config, overrides, predictor, forecast))
 
 
 class ForecastParallelEnv(MARAParallelEnv):
@@ -185,9 +183,7 @@ class ForecastParallelEnv(MARAParallelEnv):
     def __init__(self, render_mode: str | None = None, max_cycles: int | None = None, agent_reward: str = "team",
                  config: MARAConfig | None = None, predictor: str | Predictor | Demand = "fm",
                  forecast: str = "median", **overrides: Any):
-        merged = _config(config, overrides)
-        super().__init__(render_mode, max_cycles, agent_reward, merged,
-                         forecast_features(predictor, forecast, merged.num_nodes))
+        super().__init__(render_mode, max_cycles, agent_reward, *_with_features(config, overrides, predictor, forecast))
 
 
 def env(**kwargs: Any) -> AECEnv:

@@ -3,14 +3,16 @@ RLlib's default encoders).
 
 Layout, for K slots and H history points (``flat_history``)::
 
-    [ slot 0: TASK_FEATURES (11) | history (H) ] … [ slot K-1: … ] | GLOBAL_FEATURES (4) | extra (K·F)? | node one-hot (M)?
+    [ slot 0: TASK_FEATURES (11) | history (H) ] … [ slot K-1: … ] | GLOBAL_FEATURES (4)
+    | extra (K · F)? | node one-hot (M)?
 
 The per-slot ``history`` block replaces the raw ``(K, H_max)`` loss array (97 % of the dict observation) by
 the last H observed cumulative-average losses *before* the current one, as log-ratios to the current loss,
 ``log(L(s - j) / L(s))`` for j = 1 … H: scale-free, near 0 once a curve flattens, and 0 where fewer points
-exist (``batches_done`` and ``warmup`` tell how many). ``extra`` is an env's :class:`~mara_env.features.SlotFeatures`
-(the forecast env's), F values per slot, slot by slot; the plain ``MARA-v0`` has none. The node one-hot is appended only in the PettingZoo
-envs, so that one shared policy can tell the nodes apart.
+exist (``batches_done`` and ``warmup`` tell how many). ``extra`` holds an env's
+:class:`~mara_env.features.SlotFeatures` (the forecast env's), F values per slot, slot by slot; the plain
+``MARA-v0`` has none. The node one-hot is appended only in the PettingZoo envs, so that one shared policy can
+tell the nodes apart.
 
 Every function accepts leading batch dimensions, so vector environments can flatten a stack at once.
 """
@@ -67,25 +69,30 @@ def history_log_ratios(history: np.ndarray, history_len: np.ndarray, points: int
     # entries gives the same ratios as converting the whole buffer.
     row_start = np.arange(length.size, dtype=np.int64).reshape(length.shape) * history.shape[-1]
     gathered = history.reshape(-1)[row_start + np.maximum(index, 0)].astype(np.float64)
-    current, earlier = gathered[..., :1], gathered[..., 1:]
-    ratios = np.log(np.maximum(earlier, _TINY) / np.maximum(current, _TINY))
+    np.maximum(gathered, _TINY, out=gathered)
+    ratios = gathered[..., 1:] / gathered[..., :1]  # earlier losses over the current one
+    np.log(ratios, out=ratios)
     ratios[index[..., 1:] < 0] = 0.0
-    return np.clip(ratios, -VALUE_BOUND, VALUE_BOUND).astype(np.float32)
+    np.clip(ratios, -VALUE_BOUND, VALUE_BOUND, out=ratios)
+    return ratios.astype(np.float32)
 
 
 def flatten_observation(observation: Mapping[str, np.ndarray], points: int,
                         extra: np.ndarray | None = None) -> np.ndarray:
     """The flat float32 vector ``(..., flat_size(K, points))`` of a dict observation (without node one-hot);
     ``extra`` (…, K, F) slot features are appended after the global features."""
-    tasks = np.asarray(observation["tasks"], dtype=np.float32)
-    recent = history_log_ratios(observation["history"], observation["history_len"], points)
-    per_slot = np.concatenate([tasks, recent], axis=-1)
-    lead = per_slot.shape[:-2]
-    glob = np.asarray(observation["global"], dtype=np.float32)
-    parts = [per_slot.reshape(*lead, -1), glob]
+    tasks = np.asarray(observation["tasks"])
+    lead, (num_slots, num_features) = tasks.shape[:-2], tasks.shape[-2:]
+    extra_size = 0 if extra is None else num_slots * np.shape(extra)[-1]
+    per_slot_size = num_slots * (num_features + points)
+    flat = np.empty((*lead, per_slot_size + NUM_GLOBAL_FEATURES + extra_size), dtype=np.float32)
+    per_slot = flat[..., :per_slot_size].reshape(*lead, num_slots, num_features + points)
+    per_slot[..., :num_features] = tasks
+    per_slot[..., num_features:] = history_log_ratios(observation["history"], observation["history_len"], points)
+    flat[..., per_slot_size:per_slot_size + NUM_GLOBAL_FEATURES] = observation["global"]
     if extra is not None:
-        parts.append(np.asarray(extra, dtype=np.float32).reshape(*lead, -1))
-    return np.clip(np.concatenate(parts, axis=-1), -VALUE_BOUND, VALUE_BOUND)
+        flat[..., per_slot_size + NUM_GLOBAL_FEATURES:] = np.asarray(extra).reshape(*lead, extra_size)
+    return np.clip(flat, -VALUE_BOUND, VALUE_BOUND, out=flat)
 
 
 def format_observation(observation: dict[str, np.ndarray], mode: str, points: int,

@@ -19,10 +19,16 @@ per-slot features, so a learner can imitate that rule or improve on it:
  3    fits                 1 if forecast_ready and slack ≥ 0 (predicted to finish alone in time)
  4    slack_priority       1 − (position in FM-slack's serving order) / K: 1 for the slot it serves first
  5    slack_serves         1 if FM-slack would serve the slot this step (among its first M)
- 6    predicted_q10        ``forecast="samples"`` only: 10 % quantile of FM's per-sample estimates / B
- 7    predicted_q90        ``forecast="samples"`` only: 90 % quantile of FM's per-sample estimates / B
- 8    fits_fraction        ``forecast="samples"`` only: share of samples that finish in time (0 in warm-up)
+ 6+j  slack_node_j         1 if FM-slack's node j serves the slot, j = 0 … M − 1 (its joint action)
+ 6+M  predicted_q10        ``forecast="samples"`` only: 10 % quantile of FM's per-sample estimates / B
+ 7+M  predicted_q90        ``forecast="samples"`` only: 90 % quantile of FM's per-sample estimates / B
+ 8+M  fits_fraction        ``forecast="samples"`` only: share of samples that finish in time (0 in warm-up)
 ====  ===================  ==========================================================================
+
+The ``slack_node_j`` one-hots are FM-slack's joint action spread over the slots: a per-node policy head
+(MaskablePPO's ``MultiDiscrete``, one categorical per node) reads its node's column and copies it with a
+single linear map, where a ranking feature alone would need the network to turn "the j-th best slot" into that
+slot's index.
 
 In the ``dict`` format they are the entry ``"forecast"`` (K, F); in ``flat`` and ``rllib`` the K · F values
 follow the global features, slot by slot (``mara_env.flat``). ``docs/environment.md`` lists the flat layout
@@ -95,7 +101,8 @@ class ForecastFeatures:
         self.demand = demand
         self.forecast = forecast
         self.num_nodes = num_nodes
-        self.names = MEDIAN_FEATURES + (SAMPLE_FEATURES if forecast == "samples" else ())
+        self.names = (MEDIAN_FEATURES + tuple(f"slack_node_{node}" for node in range(num_nodes))
+                      + (SAMPLE_FEATURES if forecast == "samples" else ()))
         cap = float(GENERATION_CAP_FACTOR)
         bounds = {"predicted_remaining": (0.0, cap), "slack": (-cap, 1.0), "predicted_q10": (0.0, cap),
                   "predicted_q90": (0.0, cap)}
@@ -121,6 +128,11 @@ class ForecastFeatures:
         slack = steps_left - predicted
         columns = [ready, predicted * per_b, slack * per_b, ready & (slack >= 0),
                    np.where(present, 1.0 - position / num_slots, 0.0), present & (position < self.num_nodes)]
+        # FM-slack's joint action: node i serves the i-th slot of its order; with no more tasks than nodes it
+        # serves every slot in slot order instead (mara_agents.allocators.uncontended), which is as good.
+        contended = present.sum(axis=-1, keepdims=True) > self.num_nodes
+        node = np.where(contended, position, np.cumsum(present, axis=-1) - 1)
+        columns += [present & (node == j) for j in range(self.num_nodes)]
         if self.forecast == "samples":
             spread = np.where(np.isnan(samples), predicted[..., None], samples)
             for quantile in np.quantile(spread, QUANTILES, axis=-1):

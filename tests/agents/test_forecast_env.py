@@ -125,7 +125,7 @@ def test_flat_block_is_the_dict_entry_and_the_features_are_fm_slacks_decision(ba
     rule = SlackPolicy(make_demand("wls"))
     obs, _ = as_dict.reset(seed=4)
     flat, _ = as_flat.reset(seed=4)
-    base, k, f = flat_size(10, 3), 10, len(MEDIAN_FEATURES)
+    base, k, f = flat_size(10, 3), 10, len(MEDIAN_FEATURES) + 7
     contended = 0
     for _ in range(60):
         forecast = obs["forecast"]
@@ -138,6 +138,9 @@ def test_flat_block_is_the_dict_entry_and_the_features_are_fm_slacks_decision(ba
         action = rule.act(obs)
         served = sorted(action[action > 0] - 1)
         assert served == np.flatnonzero(forecast[:, 5]).tolist()
+        node_columns = forecast[:, 6:13]  # slack_node_j: the slot node j serves
+        for node, pick in enumerate(action):
+            assert node_columns[:, node].tolist() == [float(pick == slot + 1) for slot in range(k)]
         np.testing.assert_allclose(predicted, rule.demand(obs), rtol=1e-6)
         contended += present.sum() > 7
         obs, _, done, _, _ = as_dict.step(action)
@@ -154,12 +157,12 @@ def test_samples_add_the_spread_and_need_a_sampling_predictor(bank_dir):
     for _ in range(12):
         obs, *_ = single.step(fifo_picks({key: value[None] for key, value in obs.items()})[0])
     forecast = obs["forecast"]
-    assert forecast.shape == (10, len(MEDIAN_FEATURES) + len(SAMPLE_FEATURES))
+    assert forecast.shape == (10, len(MEDIAN_FEATURES) + 7 + len(SAMPLE_FEATURES))
     ready = forecast[:, 0] == 1
     assert ready.any()
-    q10, median, q90 = forecast[:, 6], forecast[:, 1], forecast[:, 7]
+    q10, median, q90 = forecast[:, 13], forecast[:, 1], forecast[:, 14]
     assert np.all(q10 <= median + 1e-6) and np.all(median <= q90 + 1e-6)
-    assert np.all((forecast[:, 8] >= 0) & (forecast[:, 8] <= 1)) and np.all(forecast[~ready, 8] == 0)
+    assert np.all((forecast[:, 15] >= 0) & (forecast[:, 15] <= 1)) and np.all(forecast[~ready, 15] == 0)
     assert single.observation_space.contains(obs)
     with pytest.raises(ValueError, match="forecast='samples'.*'wls'"):
         ForecastEnv(bank=str(bank_dir), predictor="wls", forecast="samples")

@@ -4,11 +4,28 @@
 :class:`Policy` protocol (``reset()``, ``act(observation) -> joint action``) and plays the PettingZoo envs
 through :class:`NodeActor`.  Demand estimates come from :mod:`mara_agents.predictors` (``make_demand``);
 MAT's model and training live in :mod:`mara_agents.mat`; ``evaluate.py`` runs :mod:`mara_agents.evaluation`.
+
+Importing it registers ``MARA-Forecast-v0`` (:mod:`mara_agents.forecast_env`): MARA-v0 with a frozen
+predictor's forecast in the observation, as a Gymnasium env, a native vector env and PettingZoo envs.
 """
 
 from __future__ import annotations
+
+import gymnasium
+import pettingzoo
 
 from mara_agents.allocators import POLICIES, EDFPolicy, FIFOPolicy, Method, RandomPolicy, make_policy
 from mara_agents.policy import NodeActor, Policy
 
 __all__ = ["POLICIES", "EDFPolicy", "FIFOPolicy", "Method", "NodeActor", "Policy", "RandomPolicy", "make_policy"]
+
+FORECAST_ENV_ID = "MARA-Forecast-v0"
+
+if FORECAST_ENV_ID not in gymnasium.registry:
+    gymnasium.register(id=FORECAST_ENV_ID, entry_point="mara_agents.forecast_env:ForecastEnv",
+                       vector_entry_point="mara_agents.forecast_env:ForecastVectorEnv")
+if hasattr(pettingzoo, "register") and hasattr(pettingzoo, "aec_registry"):
+    if FORECAST_ENV_ID not in pettingzoo.aec_registry:
+        pettingzoo.register("aec", FORECAST_ENV_ID, "mara_agents.forecast_env:env")
+    if FORECAST_ENV_ID not in pettingzoo.parallel_registry:
+        pettingzoo.register("parallel", FORECAST_ENV_ID, "mara_agents.forecast_env:parallel_env")

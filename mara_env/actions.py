@@ -50,11 +50,13 @@ def repair_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
     num_slots = occupied.shape[-1]
     flat_picks = picks.reshape(-1, picks.shape[-1]).astype(np.int64)
     stands = standing_picks(flat_picks, occupied.reshape(-1, num_slots))
+    repaired = np.where(stands, flat_picks, 0)
+    moving = (flat_picks > 0) & ~stands
+    if not moving.any():  # a matching already: nothing to move
+        return repaired.reshape(picks.shape)
     free = occupied.reshape(-1, num_slots).copy()
     held_rows, held_nodes = np.nonzero(stands)
     free[held_rows, flat_picks[held_rows, held_nodes] - 1] = False
-    repaired = np.where(stands, flat_picks, 0)
-    moving = (flat_picks > 0) & ~stands
     rows = np.arange(flat_picks.shape[0])
     # How far past each pick every slot lies, cyclically in slot order.
     after_pick = (np.arange(num_slots) - flat_picks[:, :, None] + 1) % num_slots

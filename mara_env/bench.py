@@ -11,6 +11,12 @@ Prints one line per figure:
   and 256, env steps/s, with precomputed actions (node i serves slot i + 1 — a matching, so nothing but the
   simulator is timed), the same with ``copy=False`` (the history buffer is not copied), and with the FIFO
   rule computed on the batched observation every step;
+* the vector env in the ``flat`` and ``rllib`` formats (and ``flat`` with ``conflicts="repair"``, the
+  sb3-contrib setting) at every N, with the precomputed actions;
+* ``MARA-Forecast-v0`` (``mara_agents``' forecast env, found through Gymnasium's registry so that this package
+  still imports nothing from ``mara_agents``) as the native vector env in the ``flat`` format with the shipped
+  FM predictor at every N, over :data:`FORECAST_STEPS` steps after :data:`FORECAST_WARMUP` untimed ones (FM
+  inference is most of its time; the line says so when ``mara_agents`` or torch is missing);
 * the ratio of the vector env at N = 64 to the single env with the same precomputed actions, in this run;
   each vector figure times at least three arrival windows of steps per sub-env (1,500 by default), so every
   sub-env plays whole episodes, resets included, as the single env does over its ``--steps``: an episode's
@@ -18,13 +24,15 @@ Prints one line per figure:
 * the process's peak resident memory.
 
 Rates are per wall-clock second and per CPU second of this process; on a shared machine the second does not
-depend on what else runs. ``--out`` also writes the lines to a file. The rules live here, in NumPy, so the
+depend on what else runs. ``--out`` also writes the lines to a file; a path that cannot be written is refused
+with one line and exit status 2 before anything runs. The rules live here, in NumPy, so the
 environment package needs nothing from the agents package.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import time
@@ -42,6 +50,12 @@ from mara_env.features import TASK_FEATURE_INDEX
 _PRESENT = TASK_FEATURE_INDEX["present"]
 _REMAINING = TASK_FEATURE_INDEX["remaining_time"]
 VECTOR_SIZES = (1, 4, 16, 64, 256)
+FORECAST_ID = "mara_agents:MARA-Forecast-v0"
+FORECAST_WARMUP, FORECAST_STEPS = 20, 100
+# The vector env's other observation formats, timed with the precomputed matching.
+FORMATS = (("flat, precomputed", {"observation": "flat"}),
+           ("flat+repair, precomputed", {"observation": "flat", "conflicts": "repair"}),
+           ("rllib, precomputed", {"observation": "rllib"}))
 
 Rule = Callable[[dict[str, np.ndarray]], np.ndarray]
 
@@ -138,18 +152,34 @@ def aec_env(bank: str | None, rule: Rule | None, turns: int, **options: str) -> 
     return rate
 
 
-def vector_env(bank: str | None, num_envs: int, rule: Rule | None, steps: int, copy: bool = True) -> Rate:
-    """``steps`` steps of the native vector env (``num_envs × steps`` env steps)."""
-    envs = gym.make_vec("MARA-v0", num_envs=num_envs, vectorization_mode="vector_entry_point", bank=bank,
-                        copy=copy)
+def vector_env(bank: str | None, num_envs: int, rule: Rule | None, steps: int, copy: bool = True,
+               env_id: str = "MARA-v0", warmup: int = 0, **options: str) -> Rate:
+    """``steps`` steps of the native vector env (``num_envs × steps`` env steps) after ``warmup`` untimed ones;
+    ``rule`` needs the dict format, ``None`` (the precomputed matching) runs in any."""
+    envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", bank=bank,
+                        copy=copy, **options)
     cfg = envs.unwrapped.config
     fixed = np.tile(np.arange(1, cfg.num_nodes + 1) % (cfg.max_active + 1), (num_envs, 1))
     obs, _ = envs.reset(seed=0)
+    for _ in range(warmup):
+        obs, *_ = envs.step(fixed if rule is None else rule(obs))
     with Rate() as rate:
         for _ in range(steps):
             obs, *_ = envs.step(fixed if rule is None else rule(obs))
     envs.close()
     return rate
+
+
+def forecast_figure(bank: str | None, num_envs: int) -> str:
+    """The rate of ``MARA-Forecast-v0`` with FM forecasts in the flat format, or why it could not run."""
+    try:
+        import torch
+    except ImportError:
+        return "not measured: needs torch and mara_agents (pip install -e .)"
+    torch.set_num_threads(1)  # as the examples train: one thread per process
+    rate = vector_env(bank, num_envs, None, FORECAST_STEPS, env_id=FORECAST_ID, warmup=FORECAST_WARMUP,
+                      predictor="fm", observation="flat")
+    return rate.text(FORECAST_STEPS * num_envs, "env steps")
 
 
 def run(bank: str | None, steps: int, emit: Callable[[str], None], sizes: tuple[int, ...] = VECTOR_SIZES) -> None:
@@ -181,12 +211,28 @@ def run(bank: str | None, steps: int, emit: Callable[[str], None], sizes: tuple[
             emit(f"vector env N={num_envs:<3}, {label + ':':24s} {rate.text(count, 'env steps')}")
             if num_envs == 64 and rule is None:
                 at_64[label] = rate.per_second(count)
+        for label, options in FORMATS:
+            rate = vector_env(bank, num_envs, None, vector_steps, **options)
+            emit(f"vector env N={num_envs:<3}, {label + ':':24s} {rate.text(count, 'env steps')}")
+        emit(f"forecast env N={num_envs:<3}, FM, flat, precomputed: {forecast_figure(bank, num_envs)}")
     single_wall, single_cpu = fixed_single.per_second(steps)
     for label, (vector_wall, vector_cpu) in at_64.items():
         emit(f"vector env N=64 / gym env, {label}: {vector_wall / single_wall:5.1f}x wall, "
              f"{vector_cpu / single_cpu:5.1f}x CPU")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     emit(f"peak memory (this process):       {peak:11,.0f} MiB")
+
+
+def unwritable(path: Path) -> str | None:
+    """Why ``path`` cannot be written as a file (``None`` when it can): checked before the bench runs."""
+    if path.is_dir():
+        return "is a directory"
+    parent = path.parent
+    if not parent.is_dir():
+        return f"its folder {parent} does not exist"
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return "is not writable"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sizes must list positive integers such as 1,4,16, got {args.sizes!r}")
     if args.bank is not None and not Path(args.bank).is_dir():
         parser.error(f"--bank {args.bank}: no such directory")
+    problem = unwritable(Path(args.out)) if args.out is not None else None
+    if problem:
+        print(f"error: --out {args.out!r} {problem}", file=sys.stderr)
+        return 2
     lines: list[str] = []
 
     def emit(line: str) -> None:

@@ -146,31 +146,56 @@ class Engine:
         return "\n".join(lines) + "\n"
 
 
-def parse_picks(action: Any, num_nodes: int, num_slots: int) -> list[int]:
-    """Check a joint action's shape and range; return it as a list of ints for the simulator.
+def check_picks(action: Any, shape: tuple[int, ...], num_slots: int, name: str = "action",
+                what: str = "one choice per node") -> np.ndarray:
+    """``action`` as an int64 array of node choices after checking its shape, integrality and range.
 
     A legal-shaped action is never rejected for conflicts (those become idle and are counted), but a wrong
     shape, a value that is not a whole number (a fraction, NaN, a bool, a string) or an out-of-range value is
-    a programming error and raises a ``ValueError`` naming the action, the node and the value.
+    a programming error and raises a ``ValueError`` naming ``name``, the node and the value. ``shape`` may
+    carry leading batch axes (the vector env's (N, M)); then the message names the sub-envs.
     """
     array = np.asarray(action)
-    if array.shape != (num_nodes,):
-        raise ValueError(f"action must have shape ({num_nodes},) — one choice per node — got shape {array.shape}: "
-                         f"{action!r}")
+    if array.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} — {what} — got shape {array.shape}: {action!r}")
     if array.dtype.kind not in "iu" and (array.dtype.kind != "f" or not np.all(np.mod(array, 1) == 0)):
-        bad = _first_non_integer(array)
-        raise ValueError(f"action must hold integers, got {array.tolist()[bad]!r} for node {bad} "
-                         f"(dtype {array.dtype})")
-    picks = [int(v) for v in array.tolist()]
-    if picks and (min(picks) < 0 or max(picks) > num_slots):
-        bad = next(node for node, pick in enumerate(picks) if not 0 <= pick <= num_slots)
-        raise ValueError(f"action values must lie in [0, {num_slots}] (0 = idle, j = slot j-1), got {picks[bad]} "
-                         f"for node {bad}: {picks}")
+        raise ValueError(f"{name} must hold integers, got {_first_non_integer(array)} (dtype {array.dtype})")
+    picks = array.astype(np.int64)
+    if picks.size and (picks.min() < 0 or picks.max() > num_slots):
+        outside = (picks < 0) | (picks > num_slots)
+        if picks.ndim == 1:
+            node = int(np.flatnonzero(outside)[0])
+            shown = f"{picks[node]} for node {node}: {picks.tolist()}"
+        else:
+            shown = f"out-of-range picks in sub-envs {np.flatnonzero(outside.any(axis=-1)).tolist()}"
+        raise ValueError(f"{name} values must lie in [0, {num_slots}] (0 = idle, j = slot j-1), got {shown}")
     return picks
 
 
-def _first_non_integer(array: np.ndarray) -> int:
-    """The first node whose entry is not a whole number (the error path of :func:`parse_picks`)."""
+def _first_non_integer(array: np.ndarray) -> str:
+    """Where the first entry that is not a whole number is, and what it is (the error path of check_picks)."""
     if array.dtype.kind != "f":
-        return 0
-    return int(np.flatnonzero(~(np.mod(array, 1) == 0))[0])
+        return f"{array.flat[0].item()!r}" if array.size else "nothing"
+    index = np.unravel_index(int(np.flatnonzero(~(np.mod(array, 1) == 0))[0]), array.shape)
+    where = f"node {index[-1]}" + (f" of sub-env {index[0]}" if array.ndim > 1 else "")
+    return f"{array[index].item()!r} for {where}"
+
+
+def parse_picks(action: Any, num_nodes: int, num_slots: int) -> list[int]:
+    """One joint action checked by :func:`check_picks`, as a list of ints for the simulator."""
+    return check_picks(action, (num_nodes,), num_slots).tolist()
+
+
+def check_scores(action: Any, shape: tuple[int, ...], name: str = "action") -> np.ndarray:
+    """``actions="scores"``: the slot scores as float64 after checking their shape, finiteness and range
+    [-1, 1] (the action space); ``ValueError`` naming ``name`` otherwise. ``shape`` may carry batch axes."""
+    array = np.asarray(action)
+    scores = array.astype(np.float64) if array.dtype.kind in "iuf" else None
+    if scores is None or scores.shape != tuple(shape) or not np.all(np.isfinite(scores)):
+        raise ValueError(f"{name} must be {'x'.join(map(str, shape))} finite slot scores (actions='scores'), "
+                         f"got {action!r}")
+    if not np.all(np.abs(scores) <= 1.0):
+        bad = np.unravel_index(int(np.flatnonzero(np.abs(scores) > 1.0)[0]), scores.shape)
+        raise ValueError(f"{name} scores must lie in [-1, 1] (the action space), got {scores[bad].item()} "
+                         f"for slot {bad[-1]}" + (f" of sub-env {bad[0]}" if scores.ndim > 1 else ""))
+    return scores

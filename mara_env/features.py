@@ -6,6 +6,11 @@ observation layout is defined in exactly one place.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Protocol
+
+import numpy as np
+
 TASK_FEATURES: tuple[str, ...] = (
     "present",          # 1 for an occupied slot, 0 for an empty one (all other features are then 0)
     "remaining_time",   # (deadline - t) / B
@@ -34,3 +39,25 @@ GLOBAL_FEATURES: tuple[str, ...] = (
 )
 GLOBAL_FEATURE_INDEX: dict[str, int] = {name: i for i, name in enumerate(GLOBAL_FEATURES)}
 NUM_GLOBAL_FEATURES = len(GLOBAL_FEATURES)
+
+
+class SlotFeatures(Protocol):
+    """Extra per-slot features a front end can append to its observation (``slot_features=`` of the Gymnasium,
+    vector and PettingZoo envs; ``mara_agents.forecast_env`` passes a predictor's forecast).
+
+    In the ``dict`` format they are the entry ``key`` of shape (K, F); in ``flat`` and ``rllib`` the K × F
+    values follow the global features, slot by slot (``mara_env.flat``).
+    """
+
+    key: str
+    """The dict observation's entry."""
+    names: tuple[str, ...]
+    """The F feature names, in order."""
+    low: np.ndarray
+    """(F,) float32 lower bounds."""
+    high: np.ndarray
+    """(F,) float32 upper bounds."""
+
+    def __call__(self, observation: Mapping[str, np.ndarray]) -> np.ndarray:
+        """(…, K, F) float32 features of a dict observation with any leading batch axes."""
+        ...

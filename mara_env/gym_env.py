@@ -10,9 +10,9 @@ from gymnasium import spaces
 
 from mara_env.actions import scores_to_picks
 from mara_env.config import MARAConfig, resolve_config
-from mara_env.engine import parse_picks
-from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
-from mara_env.flat import VALUE_BOUND, flat_space, flatten_observation
+from mara_env.engine import check_scores, parse_picks
+from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES, SlotFeatures
+from mara_env.flat import VALUE_BOUND, extra_space, flat_space, format_observation
 from mara_env.frontend import RENDER_FPS, RENDER_MODES, FrontEnd
 
 
@@ -25,6 +25,26 @@ def observation_spaces(num_slots: int, history_width: int) -> dict[str, spaces.S
         "budget": spaces.Box(0.0, VALUE_BOUND, (num_slots,), np.float32),
         "global": spaces.Box(0.0, VALUE_BOUND, (NUM_GLOBAL_FEATURES,), np.float32),
     }
+
+
+def gym_action_space(config: MARAConfig) -> spaces.Space:
+    """``MultiDiscrete([K + 1] * M)`` for ``actions="picks"``, ``Box(-1, 1, (K,))`` slot scores for ``"scores"``."""
+    m, k = config.num_nodes, config.max_active
+    return spaces.MultiDiscrete([k + 1] * m) if config.actions == "picks" else spaces.Box(-1.0, 1.0, (k,), np.float32)
+
+
+def gym_observation_space(config: MARAConfig, history_width: int, extra: SlotFeatures | None = None) -> spaces.Space:
+    """The Gymnasium env's observation space in ``config.observation``'s format, with ``extra`` slot features."""
+    m, k = config.num_nodes, config.max_active
+    flat = flat_space(k, config.flat_history, extra=extra)
+    if config.observation == "flat":
+        return flat
+    if config.observation == "rllib":
+        return spaces.Dict({"observations": flat, "action_mask": spaces.Box(0, 1, (m * (k + 1),), np.int8)})
+    entries = {"action_mask": spaces.Box(0, 1, (m, k + 1), np.int8), **observation_spaces(k, history_width)}
+    if extra is not None:
+        entries[extra.key] = extra_space(extra, k)
+    return spaces.Dict(entries)
 
 
 class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
@@ -89,13 +109,15 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     A ``step`` after termination (or before the first ``reset``) raises ``RuntimeError``.
 
     ## Arguments
-    ``gym.make("MARA-v0", render_mode=None, **fields)`` where fields are those of
+    ``gym.make("MARA-v0", render_mode=None, slot_features=None, **fields)`` where fields are those of
     :class:`mara_env.config.MARAConfig` (``num_nodes=7, max_active=10, arrival_prob=0.04,
     arrival_window=500, task_set="id", reward="shaped", shaping_beta=0.1, bank=None, workload=None,
     conflicts="idle", observation="dict", flat_history=16, ...``), or ``config=MARAConfig(...)``.
     ``render_mode="ansi"`` returns a text table of slots, queue and nodes; ``"rgb_array"`` a Gantt chart of
     the episode so far (nodes × time above, task windows with successes and expiries below) as an RGB
-    array; ``"human"`` shows that chart in a matplotlib window after every step.
+    array; ``"human"`` shows that chart in a matplotlib window after every step. ``slot_features`` (a
+    :class:`mara_env.features.SlotFeatures`) appends per-slot features to every observation format
+    (``MARA-Forecast-v0`` of ``mara_agents`` passes a predictor's forecast).
 
     ## Version History
     * v0: initial release.
@@ -103,22 +125,15 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     metadata = {"render_modes": RENDER_MODES, "render_fps": RENDER_FPS}
 
-    def __init__(self, render_mode: str | None = None, config: MARAConfig | None = None, **overrides: Any):
+    def __init__(self, render_mode: str | None = None, config: MARAConfig | None = None,
+                 slot_features: SlotFeatures | None = None, **overrides: Any):
         self.config = resolve_config(config, overrides)
         self.frontend = FrontEnd(self.config, render_mode)
         self.render_mode = render_mode
         self.engine = self.frontend.engine
-        m, k = self.config.num_nodes, self.config.max_active
-        self.action_space = (spaces.MultiDiscrete([k + 1] * m) if self.config.actions == "picks"
-                             else spaces.Box(-1.0, 1.0, (k,), np.float32))
-        flat = flat_space(k, self.config.flat_history)
-        self.observation_space = {
-            "dict": spaces.Dict({"action_mask": spaces.Box(0, 1, (m, k + 1), np.int8),
-                                 **observation_spaces(k, self.engine.sim.history_width)}),
-            "flat": flat,
-            "rllib": spaces.Dict({"observations": flat,
-                                  "action_mask": spaces.Box(0, 1, (m * (k + 1),), np.int8)}),
-        }[self.config.observation]
+        self.slot_features = slot_features
+        self.action_space = gym_action_space(self.config)
+        self.observation_space = gym_observation_space(self.config, self.engine.sim.history_width, slot_features)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -140,25 +155,15 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def _scores_to_picks(self, action: Any) -> list[int]:
         """``actions="scores"``: check the K scores and build the matching they rank."""
-        scores = np.asarray(action, dtype=np.float64) if np.asarray(action).dtype.kind in "iuf" else None
-        k = self.config.max_active
-        if scores is None or scores.shape != (k,) or not np.all(np.isfinite(scores)):
-            raise ValueError(f"action must be {k} finite slot scores (actions='scores'), got {action!r}")
-        if not np.all(np.abs(scores) <= 1.0):
-            bad = int(np.flatnonzero(np.abs(scores) > 1.0)[0])
-            raise ValueError(f"action scores must lie in [-1, 1] (the action space), got {float(scores[bad])} "
-                             f"for slot {bad}")
+        scores = check_scores(action, (self.config.max_active,))
         occupied = self.engine.sim.slot_task >= 0
         return scores_to_picks(scores, occupied, self.config.num_nodes).tolist()
 
     def _observe(self) -> Any:
         observation = self.engine.sim.observation()
-        if self.config.observation == "dict":
-            return observation
-        flat = flatten_observation(observation, self.config.flat_history)
-        if self.config.observation == "flat":
-            return flat
-        return {"observations": flat, "action_mask": observation["action_mask"].reshape(-1)}
+        values = None if self.slot_features is None else self.slot_features(observation)
+        return format_observation(observation, self.config.observation, self.config.flat_history,
+                                  self.slot_features, values)
 
     def action_masks(self) -> np.ndarray:
         """Flattened (M · (K + 1),) boolean mask, the format sb3-contrib's MaskablePPO expects."""

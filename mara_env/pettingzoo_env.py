@@ -14,7 +14,8 @@ from pettingzoo.utils import wrappers
 
 from curves.checks import choice, integer
 from mara_env.config import MARAConfig, resolve_config
-from mara_env.flat import flat_space, flatten_observation, node_one_hot
+from mara_env.features import SlotFeatures
+from mara_env.flat import extra_space, flat_space, flatten_observation, node_one_hot
 from mara_env.frontend import RENDER_FPS, RENDER_MODES, FrontEnd
 from mara_env.gym_env import observation_spaces
 
@@ -26,7 +27,7 @@ class _NodeSpaces:
     argument checks and the per-agent reward, shared by the AEC and the parallel env."""
 
     def _setup(self, render_mode: str | None, max_cycles: int | None, agent_reward: str,
-               config: MARAConfig | None, overrides: dict[str, Any]) -> None:
+               config: MARAConfig | None, overrides: dict[str, Any], slot_features: SlotFeatures | None) -> None:
         if max_cycles is not None:
             integer("max_cycles", max_cycles, low=1)
         choice("agent_reward", agent_reward, AGENT_REWARDS)
@@ -41,15 +42,18 @@ class _NodeSpaces:
         self.max_cycles = max_cycles
         self.agent_reward = agent_reward
         self.np_random, _ = seeding.np_random(None)
+        self.slot_features = slot_features
         self._flat: tuple[int, np.ndarray] | None = None  # (simulator state index, its flat vector)
+        self._extra: tuple[int, np.ndarray] | None = None  # (simulator state index, its slot features)
         m, k = self.config.num_nodes, self.config.max_active
         self.possible_agents = [f"node_{i}" for i in range(m)]
         self.agent_index = {agent: i for i, agent in enumerate(self.possible_agents)}
-        flat = flat_space(k, self.config.flat_history, m)
+        flat = flat_space(k, self.config.flat_history, m, slot_features)
+        extra = {} if slot_features is None else {slot_features.key: extra_space(slot_features, k)}
         obs_space = {
             "dict": spaces.Dict({
                 "observation": spaces.Dict({**observation_spaces(k, self.engine.sim.history_width),
-                                            "picks": spaces.Box(-1, k, (m,), np.int64)}),
+                                            "picks": spaces.Box(-1, k, (m,), np.int64), **extra}),
                 "action_mask": spaces.Box(0, 1, (k + 1,), np.int8)}),
             "flat": flat,
             "rllib": spaces.Dict({"observations": flat,
@@ -101,6 +105,8 @@ class _NodeSpaces:
             for agent in agents:
                 obs = self.engine.sim.observation(action_mask=False)
                 obs["picks"] = np.asarray(picks, dtype=np.int64)
+                if self.slot_features is not None:
+                    obs[self.slot_features.key] = self._shared_extra(obs).copy()
                 views[agent] = {"observation": obs, "action_mask": self._node_mask(self.agent_index[agent], picks)}
             return views
         shared = self._shared_flat()
@@ -117,9 +123,17 @@ class _NodeSpaces:
         the same state, and each node's vector is a new array (this one plus its one-hot)."""
         sim = self.engine.sim
         if self._flat is None or self._flat[0] != sim.state_index:
-            self._flat = (sim.state_index, flatten_observation(sim.observation(action_mask=False),
-                                                               self.config.flat_history))
+            observation = sim.observation(action_mask=False)
+            extra = None if self.slot_features is None else self._shared_extra(observation)
+            self._flat = (sim.state_index, flatten_observation(observation, self.config.flat_history, extra))
         return self._flat[1]
+
+    def _shared_extra(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        """The slot features of the simulator's state (``observation``), computed once per state."""
+        state = self.engine.sim.state_index
+        if self._extra is None or self._extra[0] != state:
+            self._extra = (state, self.slot_features(observation))
+        return self._extra[1]
 
     def _mask_info(self, agent: str, picks: list[int]) -> dict[str, Any]:
         """With ``observation="flat"`` the mask travels in ``infos[agent]["action_mask"]`` (PettingZoo's
@@ -150,7 +164,9 @@ class raw_env(_NodeSpaces, AECEnv):  # noqa: N801 - PettingZoo's name for the un
     holds this cycle's choices so far (−1 = not chosen yet); ``"flat"`` the flat float32 vector of
     ``mara_env.flat`` with the node's one-hot appended, the mask in ``infos[agent]["action_mask"]``;
     ``"rllib"`` ``{"observations": <flat>, "action_mask": int8}``, the keys RLlib's action-masking module
-    reads. ``max_cycles`` truncates after that many simulator steps. Other arguments are those of
+    reads. ``slot_features`` (:class:`mara_env.features.SlotFeatures`) adds per-slot features: an entry of the
+    inner ``observation`` dict, or K · F values before the node one-hot of the flat vector. ``max_cycles``
+    truncates after that many simulator steps. Other arguments are those of
     ``MARAEnv``. Use :func:`env`, which adds PettingZoo's ``OrderEnforcingWrapper``.
 
     Version History: v0: initial release.
@@ -160,9 +176,9 @@ class raw_env(_NodeSpaces, AECEnv):  # noqa: N801 - PettingZoo's name for the un
                 "render_fps": RENDER_FPS}
 
     def __init__(self, render_mode: str | None = None, max_cycles: int | None = None, agent_reward: str = "team",
-                 config: MARAConfig | None = None, **overrides: Any):
+                 config: MARAConfig | None = None, slot_features: SlotFeatures | None = None, **overrides: Any):
         super().__init__()
-        self._setup(render_mode, max_cycles, agent_reward, config, overrides)
+        self._setup(render_mode, max_cycles, agent_reward, config, overrides, slot_features)
         self.agents: list[str] = []
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
@@ -229,8 +245,8 @@ class MARAParallelEnv(_NodeSpaces, ParallelEnv):
     metadata = {"name": "mara_v0", "render_modes": RENDER_MODES, "render_fps": RENDER_FPS}
 
     def __init__(self, render_mode: str | None = None, max_cycles: int | None = None, agent_reward: str = "team",
-                 config: MARAConfig | None = None, **overrides: Any):
-        self._setup(render_mode, max_cycles, agent_reward, config, overrides)
+                 config: MARAConfig | None = None, slot_features: SlotFeatures | None = None, **overrides: Any):
+        self._setup(render_mode, max_cycles, agent_reward, config, overrides, slot_features)
         self.agents: list[str] = []
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -18,20 +18,23 @@ drop-in replacement for ``SyncVectorEnv`` over N ``MARA-v0`` envs and returns th
   ``expirations``, ``conflicts`` (and ``repaired``) as (N,) int arrays with ``_key`` masks, and ``episode_metrics`` (a dict of
   (N,) arrays) with mask ``_episode_metrics`` on the steps where sub-envs terminate.
 
-Observations are the ``observation="dict"`` layout of ``MARAEnv`` with a leading N axis; no later call changes
-an array it returns. ``history`` (N·K·H_max floats, the largest by far) may be one handed out two calls before
-that nothing references any more, brought up to date (:mod:`mara_env.history_copies`), which saves copying
-the whole buffer. ``copy=False`` (as ``SyncVectorEnv(copy=False)``) returns the env's own ``history`` buffer
-instead, overwritten by the next ``step`` or ``reset``.
+Observations are those of ``MARAEnv`` in its ``observation=`` format (``dict``, ``flat`` or ``rllib``) with a
+leading N axis, and actions those of its ``actions=`` mode (``picks``: (N, M) choices; ``scores``: (N, K) slot
+scores), each checked by the single env's checks (``ValueError`` naming ``actions``). The ``flat`` vectors of
+all sub-envs are computed together by :func:`mara_env.flat.flatten_observation` over the batched arrays. No later
+call changes an array it returns. In the ``dict`` format ``history`` (N·K·H_max floats, the largest by far)
+may be one handed out two calls before that nothing references any more, brought up to date
+(:mod:`mara_env.history_copies`), which saves copying the whole buffer; ``copy=False`` (as
+``SyncVectorEnv(copy=False)``) returns the env's own ``history`` buffer instead, overwritten by the next
+``step`` or ``reset``. The ``flat`` and ``rllib`` formats never copy it.
 
-The settings are those of ``MARAConfig``, ``conflicts="repair"`` included (then ``info["repaired"]`` counts
-the picks moved, as in the single env); ``observation`` and ``flat_history`` must keep their defaults (the
-paper's layout), and there is no rendering.
+Every ``MARAConfig`` setting is served, ``conflicts="repair"`` included (then ``info["repaired"]`` counts the
+picks moved, as in the single env); ``slot_features`` appends per-slot features as the single env does, in one
+call for all N sub-envs per step. There is no rendering.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,27 +44,17 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from mara_env.actions import repair_picks
+from mara_env.actions import repair_picks, scores_to_picks
 from mara_env.batched import BatchSimulator
 from mara_env.config import MARAConfig
-from mara_env.engine import INFO_KEYS, EpisodeSource, load_sources
-from mara_env.gym_env import MARAEnv
+from mara_env.engine import INFO_KEYS, EpisodeSource, check_picks, check_scores, load_sources
+from mara_env.features import SlotFeatures
+from mara_env.flat import format_observation
+from mara_env.gym_env import gym_action_space, gym_observation_space
 from mara_env.shaping import shaped_reward
 from mara_env.workload import Episode
 
-# Config fields the batched simulator implements; every other field must keep its default.
-SUPPORTED_FIELDS = frozenset({"num_nodes", "max_active", "arrival_prob", "arrival_window", "task_set",
-                              "curve_splits", "reward", "shaping_beta", "warmup_observations", "max_nodes",
-                              "bank", "workload", "conflicts"})
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED)
-
-
-def check_supported(config: MARAConfig) -> None:
-    """``ValueError`` naming the first field the vector env does not implement that is not at its default."""
-    for field in dataclasses.fields(config):
-        if field.name not in SUPPORTED_FIELDS and getattr(config, field.name) != field.default:
-            raise ValueError(f"the native vector env supports only the default {field.name}={field.default!r}, "
-                             f"got {getattr(config, field.name)!r}; use vectorization_mode='sync' instead")
 
 
 class MARAVectorEnv(gym.vector.VectorEnv):
@@ -71,7 +64,8 @@ class MARAVectorEnv(gym.vector.VectorEnv):
 
     def __init__(self, num_envs: int, config: MARAConfig | None = None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None, copy: bool = True, **overrides: Any):
+                 render_mode: str | None = None, copy: bool = True, slot_features: SlotFeatures | None = None,
+                 **overrides: Any):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         if render_mode is not None:
@@ -85,18 +79,17 @@ class MARAVectorEnv(gym.vector.VectorEnv):
                              f"got {autoreset_mode!r}")
         base = config or MARAConfig()
         self.config = base.replace(**overrides) if overrides else base
-        check_supported(self.config)
         self.num_envs = int(num_envs)
         self.copy = bool(copy)
+        self.slot_features = slot_features
         self._repair = self.config.conflicts == "repair"
         self._info_keys = INFO_KEYS + (("repaired",) if self._repair else ())
         self.metadata = {**self.metadata, "autoreset_mode": mode}
-        single = MARAEnv(config=self.config)
-        self.single_observation_space = single.observation_space
-        self.single_action_space = single.action_space
+        self.single_action_space = gym_action_space(self.config)
+        _, bank, workload = load_sources(self.config)
+        self.single_observation_space = gym_observation_space(self.config, bank.max_length, slot_features)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        _, bank, workload = load_sources(self.config)
         self.sim = BatchSimulator(self.config, bank, self.num_envs)
         self.sources = [EpisodeSource(self.config, bank, workload) for _ in range(self.num_envs)]
         self.rngs = [seeding.np_random(None)[0] for _ in range(self.num_envs)]
@@ -125,7 +118,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
                 self.rngs[row] = seeding.np_random(seeds[row])[0]
         self._start(rows, self._episode_options(options, rows))
         self._started = True
-        return self.sim.observation(self.copy), self._reset_info(rows)
+        return self._observe(), self._reset_info(rows)
 
     def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         if seed is None:
@@ -164,6 +157,8 @@ class MARAVectorEnv(gym.vector.VectorEnv):
                                f"reset(options={{'reset_mask': mask}}) before step()")
         picks = self._parse_actions(actions, restarting if restart else None)
         counters = {}
+        if self.config.actions == "scores":
+            picks = scores_to_picks(picks, self.sim.occupied, self.config.num_nodes)
         if self._repair:
             applied = repair_picks(picks, self.sim.occupied)
             counters["repaired"] = np.count_nonzero(applied != picks, axis=1).astype(np.int64)
@@ -187,24 +182,38 @@ class MARAVectorEnv(gym.vector.VectorEnv):
             rewards[restarting] = 0.0
         self._needs_reset = terminated.copy()
         truncated = np.zeros(self.num_envs, dtype=bool)
-        return self.sim.observation(self.copy), rewards, terminated, truncated, info
+        return self._observe(), rewards, terminated, truncated, info
 
     def _parse_actions(self, actions: Any, restarting: np.ndarray | None) -> np.ndarray:
-        """(N, M) int64 picks; rows of restarting sub-envs (``None``: none) are ignored (set to idle), the
-        rest checked."""
+        """The checked actions: (N, M) int64 picks, or (N, K) float64 scores with ``actions="scores"``. Rows
+        of restarting sub-envs (``None``: none) are ignored (picks set to idle, scores to 0), the rest checked
+        by the single env's checks."""
         m, k = self.config.num_nodes, self.config.max_active
+        scores = self.config.actions == "scores"
+        shape = (self.num_envs, k if scores else m)
         array = np.asarray(actions)
-        if array.shape != (self.num_envs, m):
-            raise ValueError(f"actions must have shape ({self.num_envs}, {m}) — one choice per sub-env and node — "
-                             f"got {array.shape}")
-        if array.dtype.kind not in "iu" and (array.dtype.kind != "f" or not np.all(np.mod(array, 1) == 0)):
-            raise ValueError(f"actions must hold integers, got dtype {array.dtype}")
-        picks = np.asarray(array if restarting is None else np.where(restarting[:, None], 0, array), dtype=np.int64)
-        if picks.size and (picks.min() < 0 or picks.max() > k):
-            bad = np.flatnonzero(((picks < 0) | (picks > k)).any(axis=1)).tolist()
-            raise ValueError(f"action values must lie in [0, {k}] (0 = idle, j = slot j-1); sub-envs {bad} are out "
-                             f"of range")
-        return picks
+        if restarting is not None and array.shape == shape:
+            array = np.where(restarting[:, None], np.zeros((), array.dtype), array)
+        if scores:
+            return check_scores(array, shape, "actions")
+        return check_picks(array, shape, k, "actions", "one choice per sub-env and node")
+
+    def _observe(self) -> Any:
+        """The batched observation in the configured format (the ``flat`` one computed for all sub-envs at
+        once from the simulator's own history buffer, which it does not keep)."""
+        dict_format = self.config.observation == "dict"
+        observation = self.sim.observation(self.copy if dict_format else False)
+        values = None if self.slot_features is None else self.slot_features(observation)
+        return format_observation(observation, self.config.observation, self.config.flat_history,
+                                  self.slot_features, values)
+
+    def action_masks(self) -> np.ndarray:
+        """(N, M · (K + 1)) bool: each sub-env's ``MARAEnv.action_masks()`` stacked (the mask of the ``flat``
+        format, for maskable policies on the native vector env)."""
+        if not self._started:
+            raise RuntimeError("call reset() before action_masks()")
+        per_node = np.concatenate([np.ones((self.num_envs, 1), dtype=bool), self.sim.occupied], axis=1)
+        return np.tile(per_node, (1, self.config.num_nodes))
 
     def _reset_info(self, rows: list[int]) -> dict[str, Any]:
         """The reset info (every counter zero) of the sub-envs ``rows``, batched with masks."""

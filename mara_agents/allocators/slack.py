@@ -29,15 +29,22 @@ from mara_agents.predictors.base import MIN_OBSERVATIONS
 WARMUP, FITS, SHORT = 0, 1, 2  # the three groups, served in this order
 
 
+def slack_keys(steps_left: np.ndarray, predicted: np.ndarray, warm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(group, key within the group) of tasks, elementwise over any shape: the serving order sorts by group,
+    then by the key (ascending), ties to the lower slot. ``steps_left`` are integer steps to the deadline,
+    ``predicted`` the remaining-batch estimates, ``warm`` marks tasks with fewer than 4 observations."""
+    slack = steps_left - predicted
+    group = np.where(warm, WARMUP, np.where(slack >= 0, FITS, SHORT))
+    within = np.where(warm, steps_left, np.abs(slack))
+    return group, within
+
+
 def slack_order(observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
     """The occupied slots of one observation in serving order, given their predicted remaining batches (K,):
     by group (warm-up, fits, short), then within it; ties keep the lower slot."""
     slots = present_slots(observation)
-    steps_left = steps_to_deadline(observation, slots)
-    slack = steps_left - predicted[slots]
     warm = observation["history_len"][slots] < MIN_OBSERVATIONS
-    group = np.where(warm, WARMUP, np.where(slack >= 0, FITS, SHORT))
-    within = np.where(warm, steps_left, np.abs(slack))
+    group, within = slack_keys(steps_to_deadline(observation, slots), predicted[slots], warm)
     return slots[np.lexsort((within, group))]
 
 

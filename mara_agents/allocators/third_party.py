@@ -10,23 +10,31 @@ matching the training env would have applied, so it plays without conflicts.
 
 The shipped checkpoints, their training budget and the command that made them are in
 ``mara_agents/checkpoints/third_party/`` (one JSON manifest beside each zip).
+
+A model trained on ``MARA-Forecast-v0`` (:mod:`mara_agents.forecast_env`) plays the same way once its manifest
+names that env and its options (:func:`save_maskable_ppo` writes both): the policy then computes the forecast
+features with the same predictor and appends them as the training env did, so
+``evaluate.py --policy NAME=mara_agents.allocators.third_party:make_maskable_ppo:checkpoint=PATH.zip`` scores it
+with no code to write.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from curves.bank import atomic_write_json
 from mara_env.actions import repair_picks
 from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
 from mara_env.flat import flat_size, flatten_observation
 
 THIRD_PARTY_DIR = Path(__file__).resolve().parents[1] / "checkpoints" / "third_party"
-_KEYS = ("tasks", "history", "history_len", "global", "action_mask")
+_KEYS = ("tasks", "history", "history_len", "budget", "global", "action_mask")
 _PREFIX = "maskable_ppo_seed"
 
 
@@ -72,6 +80,44 @@ def load_policy_network(checkpoint: Path, device: str) -> Any:
     return network
 
 
+def read_env_settings(checkpoint: Path) -> tuple[str, dict[str, Any]]:
+    """(env id, env options) recorded in the manifest beside ``checkpoint``; ``("MARA-v0", {})`` without one."""
+    from mara_agents.checkpoint_io import CheckpointError, manifest_path
+
+    manifest = manifest_path(checkpoint)
+    if not manifest.is_file():
+        return "MARA-v0", {}
+    try:
+        recorded = json.loads(manifest.read_text())
+        env_id, options = recorded.get("env_id", "MARA-v0"), dict(recorded.get("env_options") or {})
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        raise CheckpointError(f"{manifest}: unreadable manifest of MaskablePPO checkpoint {checkpoint.name}: {exc}") \
+            from exc
+    return env_id, options
+
+
+def save_maskable_ppo(model: Any, path: str | os.PathLike[str], env_id: str = "MARA-v0",
+                      **env_options: Any) -> Path:
+    """Save a trained MaskablePPO ``model`` as ``path`` (a ``.zip``) with a JSON manifest beside it naming the
+    env it was trained on and the options that shape its observation (``predictor``, ``forecast``,
+    ``flat_history``, …) and the zip's SHA-256, both written atomically; returns the zip's path.
+    :class:`MaskablePPOPolicy` reads the manifest to play the model as it was trained."""
+    from mara_agents.checkpoint_io import file_sha256, manifest_path
+
+    path = Path(path)
+    if path.suffix != ".zip":
+        raise ValueError(f"path must end in .zip, got {str(path)!r}")
+    if not isinstance(env_options.get("predictor", "fm"), str):
+        raise ValueError("predictor must be saved by name ('fm' or 'wls'), got a predictor object")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.stem}.partial.zip")
+    model.save(partial)
+    os.replace(partial, path)
+    atomic_write_json(manifest_path(path), {"checkpoint": path.name, "checkpoint_sha256": file_sha256(path),
+                                            "env_id": env_id, "env_options": env_options})
+    return path
+
+
 class MaskablePPOPolicy:
     """A trained sb3-contrib MaskablePPO network playing the default MARA-v0 observation greedily.
 
@@ -94,11 +140,20 @@ class MaskablePPOPolicy:
         self.network = load_policy_network(self.checkpoint, device)
         nvec = self.network.action_space.nvec
         self.num_nodes, self.num_slots = len(nvec), int(nvec[0]) - 1
+        self.env_id, options = read_env_settings(self.checkpoint)
+        self.features = None
+        if self.env_id == "MARA-Forecast-v0":
+            from mara_agents.forecast_env import forecast_features
+
+            self.features = forecast_features(options.get("predictor", "fm"), options.get("forecast", "median"),
+                                              self.num_nodes)
+        extra = 0 if self.features is None else len(self.features.names)
         flat_length = int(self.network.observation_space.shape[0])
-        self.history_points = (flat_length - NUM_GLOBAL_FEATURES) // self.num_slots - NUM_TASK_FEATURES
-        if self.history_points < 1 or flat_size(self.num_slots, self.history_points) != flat_length:
-            raise ValueError(f"{self.checkpoint}: an input of {flat_length} values is not a flat MARA observation "
-                             f"of {self.num_slots} slots")
+        self.history_points = (flat_length - NUM_GLOBAL_FEATURES) // self.num_slots - NUM_TASK_FEATURES - extra
+        if self.history_points < 1 or flat_size(self.num_slots, self.history_points, extra=self.features) != \
+                flat_length:
+            raise ValueError(f"{self.checkpoint}: an input of {flat_length} values is not a flat {self.env_id} "
+                             f"observation of {self.num_slots} slots")
 
     def reset(self) -> None:
         """Nothing to forget: the action depends on the current observation only."""
@@ -107,13 +162,15 @@ class MaskablePPOPolicy:
         return self.act_batch([observation])[0]
 
     def act_batch(self, observations: Sequence[dict[str, Any]]) -> np.ndarray:
-        """Joint actions ``(N, M)`` for N dict observations: flatten, greedy masked picks, repair."""
+        """Joint actions ``(N, M)`` for N dict observations: flatten (with the forecast features, in one predictor
+        call, for a model trained on MARA-Forecast-v0), greedy masked picks, repair."""
         batch = {key: np.stack([np.asarray(obs[key]) for obs in observations]) for key in _KEYS}
         mask = batch["action_mask"]
         if mask.shape[1:] != (self.num_nodes, self.num_slots + 1):
             raise ValueError(f"{self.checkpoint.name} was trained for {self.num_nodes} nodes and {self.num_slots} "
                              f"slots, the observation has {mask.shape[1]} nodes and {mask.shape[2] - 1} slots")
-        flat = flatten_observation(batch, self.history_points)
+        extra = None if self.features is None else self.features(batch)
+        flat = flatten_observation(batch, self.history_points, extra)
         picks, _ = self.network.predict(flat, deterministic=True, action_masks=mask.reshape(len(mask), -1) > 0)
         occupied = mask[:, 0, 1:] > 0
         return repair_picks(np.asarray(picks).reshape(len(mask), self.num_nodes), occupied)

@@ -52,10 +52,21 @@ def observation_query(observation: Mapping[str, np.ndarray]) -> PredictorQuery:
         cap=cap)
 
 
+def predict_forecast(observation: Mapping[str, np.ndarray],
+                     predictor: Predictor) -> tuple[np.ndarray, np.ndarray | None]:
+    """(remaining, samples) in one predictor call: the remaining-batch estimates shaped like ``history_len``
+    (…, K) float32, and, when the predictor samples (FM), the per-sample estimates (…, K, S) float64 with NaN
+    rows for slots it did not predict for (empty or in warm-up), else ``None``."""
+    prediction = predictor.predict(observation_query(observation))
+    shape = np.shape(observation["history_len"])
+    remaining = prediction.remaining.astype(np.float32).reshape(shape)
+    samples = None if prediction.samples is None else prediction.samples.reshape(*shape, -1)
+    return remaining, samples
+
+
 def predict_remaining(observation: Mapping[str, np.ndarray], predictor: Predictor) -> np.ndarray:
     """Remaining-batch estimates shaped like ``history_len`` (…, K), float32, in one predictor call."""
-    estimate = predictor.predict(observation_query(observation)).remaining
-    return estimate.astype(np.float32).reshape(np.shape(observation["history_len"]))
+    return predict_forecast(observation, predictor)[0]
 
 
 class Demand:
@@ -70,6 +81,10 @@ class Demand:
     def __call__(self, observation: Mapping[str, np.ndarray]) -> np.ndarray:
         """Estimates shaped like ``observation["history_len"]`` (…, K), float32; 0 for empty slots."""
         return predict_remaining(observation, self.memo)
+
+    def forecast(self, observation: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+        """(estimates (…, K), per-sample estimates (…, K, S) or ``None``), see :func:`predict_forecast`."""
+        return predict_forecast(observation, self.memo)
 
     def stacked(self, observations: Sequence[Mapping[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """(stacked observations, their (N, K) estimates) for N observations, in one predictor call."""

@@ -6,6 +6,9 @@ empty slots and the remaining generation cap before 4 observations (see :mod:`~m
 Each wrapper takes a predictor or a :class:`~mara_agents.predictors.demand.Demand` and goes through the same
 demand stage as the allocators.
 
+They need the ``dict`` observation. For the ``flat`` and ``rllib`` formats, and for features a learner can use
+directly (slack, feasibility, FM-slack's ranking), use ``MARA-Forecast-v0`` (:mod:`mara_agents.forecast_env`).
+
 For PettingZoo, :class:`PredictedRemainingAEC` and :class:`PredictedRemainingParallel` add the same key to
 every node's ``observation`` entry; the per-slot arrays are shared by all nodes of a step, so they too make
 one predictor call per simulator step.

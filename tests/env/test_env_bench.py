@@ -14,12 +14,14 @@ def test_bench_prints_and_writes_every_figure(bank_dir, tmp_path, capsys):
     assert out.read_text().splitlines() == lines
     labels = ["gym env, precomputed", "gym env, FIFO rule", "gym env, random legal", "AEC env, FIFO rule",
               "AEC env, random legal", "gym env, flat+repair", "AEC env, rllib", "vector env N=2  , precomputed:", "vector env N=64 , FIFO rule",
-              "vector env N=64 , precomputed, copy=False", "vector env N=64 / gym env", "peak memory"]
+              "vector env N=64 , precomputed, copy=False",
+              "vector env N=64 , flat, precomputed", "vector env N=64 , flat+repair", "vector env N=64 , rllib", "forecast env N=64 , FM, flat",
+              "vector env N=64 / gym env", "peak memory"]
     for label in labels:
         assert any(line.startswith(label) for line in lines), label
     rates = [float(value.replace(",", "")) for line in lines if "/s" in line
              for value in re.findall(r"([\d,]+) [a-z ]+/s", line)]
-    assert len(rates) == 2 * (7 + 2 * 3) and min(rates) > 0
+    assert len(rates) == 2 * (7 + 2 * 7) and min(rates) > 0
 
 
 @pytest.mark.parametrize("argv", [["--steps", "10"], ["--sizes", "0"], ["--sizes", "a,b"], ["--bank", "/no/such"]])
@@ -29,3 +31,15 @@ def test_bench_refuses_bad_arguments_naming_the_flag(argv, capsys):
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "error:" in error and argv[0] in error
+
+
+@pytest.mark.parametrize("where", ["no_folder/figures.txt", "a_folder", ""])
+def test_bench_refuses_an_unwritable_out_before_running(tmp_path, capsys, where, monkeypatch):
+    (tmp_path / "a_folder").mkdir()
+    out = str(tmp_path / where) if where else str(tmp_path)
+    monkeypatch.setattr("mara_env.bench.run", lambda *args: pytest.fail("the bench ran"))
+    assert main(["--steps", "1000", "--out", out]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "--out" in lines[0] and out in lines[0]

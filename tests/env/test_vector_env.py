@@ -16,6 +16,7 @@ from mara_env.shaping import potential, potential_batch
 from mara_env.tasksets import TASK_SETS
 from mara_env.vector_env import MARAVectorEnv
 from mara_env.workload import Workload, save_workload
+from vector_compare import assert_same, play_both
 
 SMALL = {"arrival_window": 40, "arrival_prob": 0.3}
 
@@ -26,39 +27,6 @@ def make_pair(bank_dir, num_envs, **settings):
     reference = gym.make_vec("MARA-v0", num_envs=num_envs, vectorization_mode="sync", bank=str(bank_dir),
                              **settings)
     return native, reference
-
-
-def assert_same(a, b, where):
-    """Equal nested dicts of arrays: same keys, dtypes and values (NaN equal to NaN)."""
-    assert set(a) == set(b), (where, sorted(a), sorted(b))
-    for key in a:
-        if isinstance(a[key], dict):
-            assert_same(a[key], b[key], f"{where}/{key}")
-        else:
-            left, right = np.asarray(a[key]), np.asarray(b[key])
-            assert left.dtype == right.dtype and left.shape == right.shape, (where, key, left.dtype, right.dtype)
-            np.testing.assert_array_equal(left, right, err_msg=f"{where}/{key}")
-
-
-def play_both(native, reference, choose, steps, reset_kwargs):
-    """Step both vector envs with the same actions; every output must agree. Returns the number of ends."""
-    obs, info = native.reset(**reset_kwargs)
-    ref_obs, ref_info = reference.reset(**reset_kwargs)
-    assert_same(obs, ref_obs, "reset obs")
-    assert_same(info, ref_info, "reset info")
-    ends = 0
-    for t in range(steps):
-        actions = choose(obs)
-        out, ref = native.step(actions), reference.step(actions)
-        for name, left, right in zip(("obs", "reward", "terminated", "truncated", "info"), out, ref):
-            if isinstance(left, dict):
-                assert_same(left, right, f"step {t} {name}")
-            else:
-                assert left.dtype == right.dtype, (t, name)
-                np.testing.assert_array_equal(left, right, err_msg=f"step {t} {name}")
-        obs = out[0]
-        ends += int(out[2].sum())
-    return ends
 
 
 @pytest.mark.parametrize("rule", ["fifo", "random_legal", "raw"])
@@ -74,6 +42,31 @@ def test_same_trajectories_as_sync_vector_env(bank_dir, rule, settings):
               "raw": lambda obs: rng.integers(0, k + 1, size=(num_envs, m))}[rule]  # conflicts included
     ends = play_both(native, reference, choose, 800, {"seed": 11})
     assert ends >= num_envs  # every sub-env ended and autoreset at least once
+
+
+@pytest.mark.parametrize("observation", ["dict", "flat", "rllib"])
+@pytest.mark.parametrize("conflicts", ["idle", "repair"])
+@pytest.mark.parametrize("actions", ["picks", "scores"])
+def test_every_format_and_action_mode_matches_sync_vector_env(bank_dir, observation, conflicts, actions):
+    """Full episodes with autoreset, two seeds: observations, rewards, flags and infos are identical."""
+    num_envs = 4
+    settings = {"observation": observation, "conflicts": conflicts, "actions": actions, "flat_history": 5}
+    native, reference = make_pair(bank_dir, num_envs, **SMALL, **settings)
+    assert isinstance(native.unwrapped, MARAVectorEnv)
+    assert native.single_observation_space == reference.single_observation_space
+    assert native.single_action_space == reference.single_action_space
+    m, k = native.unwrapped.config.num_nodes, native.unwrapped.config.max_active
+    for seed in (3, 21):
+        rng = np.random.default_rng(seed)
+        if actions == "picks":
+            def choose(obs):
+                return rng.integers(0, k + 1, size=(num_envs, m))  # conflicts included
+        else:
+            def choose(obs):
+                return rng.uniform(-1.0, 1.0, size=(num_envs, k)).astype(np.float32)
+        ends = play_both(native, reference, choose, 700, {"seed": seed})
+        assert ends >= num_envs
+        np.testing.assert_array_equal(native.unwrapped.action_masks(), np.stack(reference.call("action_masks")))
 
 
 def test_workload_replay_and_per_env_episodes(bank_dir, tmp_path):
@@ -179,7 +172,7 @@ def test_where_reference_counts_say_nothing_every_history_is_a_full_copy(bank_di
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"observation": "flat"}, "observation"),
+    ({"observation": "image"}, "observation"),
     ({"render_mode": "ansi"}, "render_mode"),
     ({"autoreset_mode": AutoresetMode.SAME_STEP}, "autoreset_mode"),
     ({"num_nodes": 0}, "num_nodes"),
@@ -198,8 +191,17 @@ def test_bad_actions_and_calls_give_clear_errors(bank_dir):
         envs.step(np.zeros(7, dtype=np.int64))
     with pytest.raises(ValueError, match="integers"):
         envs.step(np.full((2, 7), 0.5))
-    with pytest.raises(ValueError, match=r"\[0, 10\]"):
+    with pytest.raises(ValueError, match=r"actions values must lie in \[0, 10\]"):
         envs.step(np.full((2, 7), 11))
+    with pytest.raises(ValueError, match="actions must hold integers"):
+        envs.step(np.full((2, 7), np.nan))
+    with pytest.raises(ValueError, match="actions must hold integers"):
+        envs.step(np.full((2, 7), "1"))
+    scores = MARAVectorEnv(2, bank=str(bank_dir), actions="scores", **SMALL)
+    scores.reset(seed=0)
+    for bad in (np.zeros((2, 7)), np.full((2, 10), np.nan), np.full((2, 10), np.inf), np.full((2, 10), "a")):
+        with pytest.raises(ValueError, match="actions must be 2x10 finite slot scores"):
+            scores.step(bad)
     with pytest.raises(ValueError, match="seed"):
         envs.reset(seed=[1, 2, 3])
     with pytest.raises(ValueError, match="episode"):

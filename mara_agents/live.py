@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +30,10 @@ OUTCOMES = ("succeeded", "expired", "running", "queued", "not arrived")
 
 
 def play_episode(env: LiveMARAEnv, policy: Policy, seed: int, episode: LiveEpisode | None = None,
-                 progress: bool = True) -> list[dict[str, float]]:
-    """Play one live episode; returns per step the policy time and the env's dispatch timings (seconds)."""
+                 progress: bool = True, on_step: Callable[[LiveMARAEnv], None] | None = None
+                 ) -> list[dict[str, float]]:
+    """Play one live episode; returns per step the policy time and the env's dispatch timings (seconds).
+    ``on_step(env)`` is called after every step (e.g. to refresh a progress display)."""
     policy.reset()
     observation, _ = env.reset(seed=seed, options={"episode": episode} if episode else None)
     limit = env.settings.max_steps
@@ -49,6 +51,8 @@ def play_episode(env: LiveMARAEnv, policy: Policy, seed: int, episode: LiveEpiso
         bar.update(1)
         step_ms = 1e3 * (policy_s + steps[-1]["dispatch_s"])
         bar.set_postfix(succeeded=successes, expired=expiries, step_ms=f"{step_ms:.0f}")
+        if on_step is not None:
+            on_step(env)
     bar.close()
     return steps
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -151,8 +152,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(args: argparse.Namespace) -> str:
-    """Play the episode the arguments describe, save it, replay it; returns the table."""
+def default_out(args: argparse.Namespace) -> Path:
+    """``--out``, or ``runs/live/<policy>-m<M>-seed<seed>-<UTC time>``."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return Path(args.out or f"runs/live/{args.policy}-m{args.nodes}-seed{args.seed}-{stamp}")
+
+
+def run(args: argparse.Namespace, out: Path) -> str:
+    """Play the episode the arguments describe, save it into ``out`` (also when interrupted: what was recorded
+    so far), replay it; returns the table."""
     config = MARAConfig(num_nodes=args.nodes, max_active=args.max_active, arrival_prob=args.arrival_prob,
                         arrival_window=args.window or args.steps, max_nodes=max(16, args.nodes))
     settings = LiveSettings(families=tuple(args.families), preset=args.preset, device=args.device,
@@ -160,31 +168,46 @@ def run(args: argparse.Namespace) -> str:
                             address=args.address, node_cpus=args.node_cpus)
     policy = make_policy(args.policy)
     env = LiveMARAEnv(config, settings)
+    steps: list[dict[str, float]] = []
     try:
         steps = play_episode(env, policy, args.seed, progress=not args.no_progress)
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        out = Path(args.out or f"runs/live/{args.policy}-m{args.nodes}-seed{args.seed}-{stamp}")
-        env.save(out, policy=args.policy, policy_s=[s["policy_s"] for s in steps])
     finally:
+        if env.log is not None:
+            env.save(out, policy=args.policy, policy_s=[s["policy_s"] for s in steps])
         env.close()
     head = (f"live episode: policy {args.policy}, {args.nodes} nodes, families {' '.join(args.families)}, "
             f"{len(steps)} steps, seed {args.seed}\n")
     return head + summary_table(env, steps, replay_mismatches(out)) + f"\nwrote {out}/bank and {out}/episode.json"
 
 
+def interrupt(signum: int, frame: object) -> None:
+    """A signal handler that turns the signal (SIGTERM) into Ctrl-C: the command stops as on an interruption."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point: bad arguments or an unusable setting print one line and exit with status 2."""
+    """CLI entry point: bad arguments or an unusable setting print one line and exit with status 2; a Ray
+    cluster that cannot be reached, one line and status 1; Ctrl-C or SIGTERM (mapped to Ctrl-C when run as
+    a command) stops the batches, saves what was recorded and exits with status 130."""
     args = _parser().parse_args(argv)
     try:
         ray = require_ray("python -m mara_agents.live")
     except ModuleNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    out = default_out(args)
     try:
         if args.bench:
             print(bench(args.bench_nodes, args.families[0], args.bench_steps, args.address, args.device))
         else:
-            print(run(args))
+            print(run(args, out))
+    except KeyboardInterrupt:
+        saved = f"what was recorded is saved in {out}" if (out / "episode.json").exists() else "nothing was saved"
+        print(f"\ninterrupted: stopped the batches; {saved}", file=sys.stderr)
+        return 130
+    except ConnectionError as exc:
+        print(f"error: --address: {exc}", file=sys.stderr)
+        return 1
     except (ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -195,5 +218,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, interrupt)
     raise SystemExit(main())
-

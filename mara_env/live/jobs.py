@@ -143,6 +143,19 @@ def state_nbytes(state: Any) -> int:
     return 8
 
 
+def writable(state: Any) -> Any:
+    """``state`` with every read-only NumPy array replaced by a writable copy (nested in dicts, lists and
+    tuples).  Ray hands large arrays out of the object store as read-only views; a user's step may update its
+    arrays in place, as it would offline."""
+    if isinstance(state, np.ndarray) and not state.flags.writeable:
+        return state.copy()
+    if isinstance(state, dict):
+        return {key: writable(value) for key, value in state.items()}
+    if isinstance(state, (list, tuple)) and not hasattr(state, "_fields"):
+        return type(state)(writable(item) for item in state)
+    return state
+
+
 def job_step(job: Job, state: Any, max_state_bytes: float) -> tuple[Any, dict[str, Any]]:
     """Run one step of ``job`` from ``state`` (``None``: call ``setup`` first); returns (next state, stats).
 
@@ -157,8 +170,7 @@ def job_step(job: Job, state: Any, max_state_bytes: float) -> tuple[Any, dict[st
         if key not in _DATA:
             _DATA[key] = job.data()
         extra = (_DATA[key],)
-    if state is None:
-        state = job.setup(job.seed, *extra)
+    state = job.setup(job.seed, *extra) if state is None else writable(state)
     computed = time.perf_counter()
     result = job.step(state, *extra)
     compute_s = time.perf_counter() - computed

@@ -202,6 +202,7 @@ class BatchRunner:
                     try:
                         stats = ray.get(ref)
                     except ray.exceptions.RayError as exc:
+                        _consume(state_ref)
                         if attempt < self.attempts:
                             out.retries += 1
                             submit(node, key, task, attempt + 1)
@@ -247,6 +248,17 @@ class BatchRunner:
             for node in self.nodes:
                 ray.kill(node)
         self.nodes = []
+
+
+def _consume(ref: Any) -> None:
+    """Read a failed batch's state reference, whose error is the one already reported (Ray would otherwise
+    log it again as an unhandled error when the reference is dropped)."""
+    import ray
+
+    try:
+        ray.get(ref, timeout=0)
+    except (ray.exceptions.RayError, TimeoutError):
+        pass
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,5 +1,8 @@
 """``python -m mara_agents.jobs run FILE``: schedule the jobs a Python or TOML file describes, live on Ray.
 
+``python -m mara_agents.jobs forecast FILE`` runs each job offline to twice its budget and scores the FM and
+WLS forecasts on it as Table 1 does, beside the bank's test curves (:mod:`mara_agents.jobs.forecast`).
+
 Shows the jobs table while they run (``--no-progress`` hides it), then prints the final table, writes the
 jobs' bank, the timeline and their outcomes into ``--out`` (default: a new scratch folder, named on the last
 line) and replays the decisions in the simulator.  A bad file, field or setting is one line and exit status 2;
@@ -35,12 +38,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
     run.add_argument("--out", default=None, help="output folder (default: a new scratch folder)")
     run.add_argument("--no-progress", action="store_true", help="no refreshing jobs table")
+    forecast = commands.add_parser("forecast", help="FM and WLS forecast error on the jobs (Table 1's protocol)")
+    forecast.add_argument("file", help="a .py or .toml job file")
+    forecast.add_argument("--fm-checkpoint", default="", help="FM checkpoint (default: the shipped one)")
+    forecast.add_argument("--no-bank", action="store_true", help="leave out the bank's test curves")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point (see the module docstring for the exit statuses)."""
     args = _parser().parse_args(argv)
+    if args.command == "forecast":
+        return _forecast(args)
     try:
         require_ray("python -m mara_agents.jobs")
         if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
@@ -65,6 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     print(result.table())
     print(f"wrote {out}/bank, {out}/episode.json and {out}/jobs.json")
     print(out)
+    return 0
+
+
+def _forecast(args: argparse.Namespace) -> int:
+    from mara_agents.jobs.forecast import forecast_table
+
+    try:
+        jobs = load_jobs(args.file)
+    except JobFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(forecast_table(jobs, fm_checkpoint=args.fm_checkpoint, with_bank=not args.no_bank))
     return 0
 
 

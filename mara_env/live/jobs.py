@@ -184,3 +184,15 @@ def job_step(job: Job, state: Any, max_state_bytes: float) -> tuple[Any, dict[st
         state = None
     stats["worker_s"] = time.perf_counter() - began
     return state, stats
+
+
+def run_offline(job: Job, steps: int) -> np.ndarray:
+    """The losses of ``job``'s first ``steps`` steps run here, in this process, without Ray or a scheduler
+    (ending early at a loss that is not finite): what a live run of the job must reproduce."""
+    state, losses = None, []
+    for _ in range(steps):
+        state, stats = job_step(job, state, math.inf)
+        if not math.isfinite(stats["loss"]):
+            break
+        losses.append(stats["loss"])
+    return np.asarray(losses, dtype=np.float32)

@@ -46,6 +46,8 @@ def make_trainable():
     """The Tune trainable (built in a function so that Ray ships this script's code to the workers)."""
     from ray import tune
 
+    loaded = {}  # per worker process: Fashion-MNIST, read once however many trials the process trains
+
     class Trainable(tune.Trainable):
         """One training run of either kind; its checkpoint holds everything it needs to resume exactly."""
 
@@ -60,7 +62,9 @@ def make_trainable():
                 from torch import nn
 
                 torch.manual_seed(config["seed"])
-                self.x, self.y = fashion_mnist()
+                if not loaded:
+                    loaded["data"] = fashion_mnist()
+                self.x, self.y = loaded["data"]
                 self.model = nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10))
                 self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config["lr"])
 
@@ -109,22 +113,17 @@ def run(policy: str, trials: list[tuple[str, int, float, int]], nodes: int, stor
 
     by_seed = {seed: (kind, target, deadline) for kind, seed, target, deadline in trials}
     space = {"seed": tune.grid_search(list(by_seed)), "lr": 1e-3,
-             "kind": tune.sample_from(lambda spec: by_seed[spec.config.seed][0]),
-             "target": tune.sample_from(lambda spec: by_seed[spec.config.seed][1]),
-             "deadline": tune.sample_from(lambda spec: by_seed[spec.config.seed][2]),
-             "batch_size": tune.sample_from(lambda spec: 32 if by_seed[spec.config.seed][0] == "lsq" else 64)}
+             "kind": tune.sample_from(lambda config: by_seed[config["seed"]][0]),
+             "target": tune.sample_from(lambda config: by_seed[config["seed"]][1]),
+             "deadline": tune.sample_from(lambda config: by_seed[config["seed"]][2]),
+             "batch_size": tune.sample_from(lambda config: 32 if by_seed[config["seed"]][0] == "lsq" else 64)}
     scheduler = MARAScheduler(policy, nodes=nodes)
     began = time.perf_counter()
-    results = tune.Tuner(tune.with_resources(make_trainable(), {"cpu": 1}), param_space=space,
+    tune.Tuner(tune.with_resources(make_trainable(), {"cpu": 1}), param_space=space,
                          tune_config=tune.TuneConfig(scheduler=scheduler, metric="loss", mode="min", reuse_actors=True),
                          run_config=tune.RunConfig(storage_path=str(storage / policy), verbose=0)).fit()
-    outcomes = {}
-    for result in results:
-        if result.metrics:
-            outcomes[result.config["seed"]] = (scheduler.outcomes()[result.metrics["trial_id"]],
-                                               result.metrics["training_iteration"])
-        else:
-            outcomes[result.config["seed"]] = ("expired", 0)
+    outcomes = {trial.config["seed"]: (scheduler.outcomes()[trial.trial_id], scheduler.iterations[trial.trial_id])
+                for trial in scheduler.trials}
     return {"outcomes": outcomes, "pauses": scheduler.decisions["PAUSE"]}, time.perf_counter() - began
 
 

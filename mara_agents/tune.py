@@ -86,6 +86,7 @@ class MARAScheduler(TrialScheduler):
         self.chosen: list[int] = []           # trials the allocator serves, in its order
         self.max_running = 0
         self.decisions: Counter[str] = Counter()  # CONTINUE / PAUSE / STOP, as returned
+        self.iterations: Counter[str] = Counter()  # per trial id, the results it reported
         self.sim: LiveSimulator | None = None
 
     # ------------------------------------------------------------------ Tune's hooks
@@ -116,6 +117,7 @@ class MARAScheduler(TrialScheduler):
         continue or pause it as the allocator says (closing the round if this was its last report)."""
         decision = self._decide(trial, result)
         self.decisions[decision] += 1
+        self.iterations[trial.trial_id] += 1
         return decision
 
     def _decide(self, trial: Trial, result: dict[str, Any]) -> str:

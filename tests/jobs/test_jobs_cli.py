@@ -18,6 +18,7 @@ pytest.importorskip("ray", reason="the job command needs the [ray] extra")
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "evaluation"))
 from test_interrupt import descendants, wait_gone  # noqa: E402
+from test_ray_eval import _command_line  # noqa: E402
 
 from mara_agents.jobs.__main__ import main  # noqa: E402
 
@@ -176,9 +177,3 @@ def test_sigterm_of_the_live_command_exits_130_and_leaves_no_process(tmp_path):
         f"interrupted: stopped the batches; what was recorded is saved in {tmp_path / 'out'}"]
     assert not wait_gone(children, 30.0), "Ray processes left behind after SIGTERM"
 
-
-def _command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return ""

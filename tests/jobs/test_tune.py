@@ -57,7 +57,7 @@ def tuned(tmp_path_factory):
     try:
         scheduler = MARAScheduler("edf", nodes=2, target=0.5)
         space = {"seed": tune.grid_search(list(DEADLINES)),
-                 "deadline": tune.sample_from(lambda spec: DEADLINES[spec.config.seed])}
+                 "deadline": tune.sample_from(lambda config: DEADLINES[config["seed"]])}
         tuner = tune.Tuner(tune.with_resources(Fit, {"cpu": 1}), param_space=space,
                            tune_config=tune.TuneConfig(scheduler=scheduler, metric="loss", mode="min"),
                            run_config=tune.RunConfig(storage_path=str(tmp_path_factory.mktemp("tune")), verbose=0))

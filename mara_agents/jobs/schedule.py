@@ -83,10 +83,11 @@ class ScheduleResult:
 
 
 def trained_nodes(policy: Policy) -> int | None:
-    """The M a learned policy was trained for (MAT checkpoints fix it), or ``None`` if any M will do."""
+    """The M a learned policy was trained for (MAT and MaskablePPO checkpoints fix it), or ``None`` if any M
+    will do."""
     model = getattr(policy, "model", None)
     hparams = getattr(model, "hparams", None) or getattr(policy, "hparams", None)
-    return getattr(hparams, "num_nodes", None)
+    return getattr(hparams, "num_nodes", None) or getattr(policy, "num_nodes", None)
 
 
 def build_policy(policy: str | Policy, nodes: int) -> tuple[str, Policy]:

@@ -15,7 +15,9 @@ import pytest
 ray = pytest.importorskip("ray", reason="the Ray tests need the [ray] extra")
 
 from curves.bank import load_bank  # noqa: E402
+from mara_agents import POLICIES, make_policy  # noqa: E402
 from mara_agents.jobs import Job, schedule  # noqa: E402
+from mara_agents.jobs.schedule import trained_nodes  # noqa: E402
 from mara_env.live import replay_mismatches  # noqa: E402
 from mara_env.live.tasks import tracked  # noqa: E402
 
@@ -142,3 +144,14 @@ def test_a_bad_job_field_is_refused_naming_it(field, value, error, message):
 def test_jobs_with_one_name_twice_are_refused():
     with pytest.raises(ValueError, match="job names must be unique, repeated: mean"):
         schedule([METRIC_JOBS[0], METRIC_JOBS[0]], policy="fifo")
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_registered_allocator_drives_user_jobs_and_replays_identically(local_ray, tmp_path, policy):
+    if policy == "maskable-ppo":
+        pytest.importorskip("sb3_contrib", reason="maskable-ppo needs sb3-contrib")
+    nodes = trained_nodes(make_policy(policy)) or 2
+    jobs = [Job(f"j{k}", setup, step, target=0.5, budget=20, arrival=k, seed=k + 1, cpus=0.25) for k in range(3)]
+    result = schedule(jobs, policy=policy, nodes=nodes, out=tmp_path)
+    assert {row.outcome for row in result.jobs} <= {"succeeded", "expired"}
+    assert result.mismatches == []

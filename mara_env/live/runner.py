@@ -64,7 +64,8 @@ def connect(address: str | None = None, num_cpus: int | None = None, timeout_s: 
     except (ConnectionError, OSError, ValueError, RuntimeError) as exc:
         ray.shutdown()
         where = "start a local Ray" if address is None else f"reach the Ray cluster at {address}"
-        raise ConnectionError(f"cannot {where}: {_first_line(exc)}") from None
+        detail = str(exc) if isinstance(exc, _Unreachable) else _first_line(exc)
+        raise ConnectionError(f"cannot {where}: {detail}") from None
     except BaseException:
         ray.shutdown()
         raise
@@ -82,14 +83,18 @@ def _probe(address: str, timeout_s: float) -> None:
 
         target = canonicalize_bootstrap_address("auto") or ""
         if not target:
-            raise ConnectionError("no running Ray cluster found (RAY_ADDRESS is unset and none runs here)")
+            raise _Unreachable("no running Ray cluster found (RAY_ADDRESS is unset and none runs here)")
     host, _, port = target.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"expected HOST:PORT, ray://HOST:PORT or auto, got {address!r}")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        raise ConnectionError(f"nothing answers at {host}:{port} within {timeout_s:g} s ({exc})") from None
+        raise _Unreachable(f"nothing answers there ({exc}; waited at most {timeout_s:g} s)") from None
+
+
+class _Unreachable(ConnectionError):
+    """The TCP probe of a cluster address failed (its message is already the whole story)."""
 
 
 @dataclass

@@ -21,7 +21,7 @@ from pathlib import Path
 from curves.ray_support import require_ray
 from mara_agents.allocators.registry import POLICIES
 from mara_agents.jobs.files import JobFileError, load_jobs
-from mara_agents.jobs.schedule import schedule
+from mara_agents.jobs.schedule import schedule, writable_folder
 from mara_agents.live import interrupt
 
 
@@ -52,10 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         return _forecast(args)
     try:
         require_ray("python -m mara_agents.jobs")
-        if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
-            raise ValueError(f"--out: {args.out} exists and is not a folder")
         jobs = load_jobs(args.file)
         out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="mara-jobs-"))
+        writable_folder(out, "--out")
     except (ModuleNotFoundError, JobFileError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

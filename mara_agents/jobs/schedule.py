@@ -130,6 +130,7 @@ def schedule(jobs: Sequence[Job], policy: str | Policy = "slack-fm", nodes: int 
     config = MARAConfig(num_nodes=nodes, max_active=max_active, arrival_window=window, max_nodes=max(16, nodes))
     settings = LiveSettings(max_steps=max_steps, attempts=attempts, address=address)
     out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="mara-jobs-"))
+    writable_folder(out)
     started = not ray.is_initialized()
     env = None
     ship_by_value(jobs)
@@ -148,6 +149,16 @@ def schedule(jobs: Sequence[Job], policy: str | Policy = "slack-fm", nodes: int 
             env.close()
         if started and ray.is_initialized():
             ray.shutdown()
+
+
+def writable_folder(out: Path, argument: str = "out") -> None:
+    """Create ``out`` and check that files can be written in it, before any job runs (``ValueError`` naming
+    ``argument`` if not)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as exc:
+        raise ValueError(f"{argument}: cannot write into {out}: {exc.strerror or exc}") from None
 
 
 def save(env: LiveMARAEnv, out: Path, policy: str, steps: list[dict[str, Any]]) -> None:

@@ -14,6 +14,7 @@ import argparse
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -152,6 +153,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def writable_folder(out: Path, argument: str = "out") -> None:
+    """Create ``out`` and check that files can be written in it, before any job runs (``ValueError`` naming
+    ``argument`` if not)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as exc:
+        raise ValueError(f"{argument}: cannot write into {out}: {exc.strerror or exc}") from None
+
+
 def default_out(args: argparse.Namespace) -> Path:
     """``--out``, or ``runs/live/<policy>-m<M>-seed<seed>-<UTC time>``."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -197,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = default_out(args)
     try:
+        if not args.bench:
+            writable_folder(out, "--out")
         if args.bench:
             print(bench(args.bench_nodes, args.families[0], args.bench_steps, args.address, args.device))
         else:

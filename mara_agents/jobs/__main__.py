@@ -21,8 +21,8 @@ from pathlib import Path
 from curves.ray_support import require_ray
 from mara_agents.allocators.registry import POLICIES
 from mara_agents.jobs.files import JobFileError, load_jobs
-from mara_agents.jobs.schedule import schedule, writable_folder
-from mara_agents.live import interrupt
+from mara_agents.jobs.schedule import schedule
+from mara_agents.live import interrupt, writable_folder
 
 
 def _parser() -> argparse.ArgumentParser:

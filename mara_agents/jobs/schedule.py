@@ -25,7 +25,7 @@ import numpy as np
 
 from curves.bank import atomic_write_json
 from mara_agents.jobs.outcome import JobOutcome, ProgressTable, job_outcomes, outcome_table
-from mara_agents.live import latency_rows, play_episode
+from mara_agents.live import latency_rows, play_episode, writable_folder
 from mara_agents.policy import Policy
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_env.config import MARAConfig
@@ -149,16 +149,6 @@ def schedule(jobs: Sequence[Job], policy: str | Policy = "slack-fm", nodes: int 
             env.close()
         if started and ray.is_initialized():
             ray.shutdown()
-
-
-def writable_folder(out: Path, argument: str = "out") -> None:
-    """Create ``out`` and check that files can be written in it, before any job runs (``ValueError`` naming
-    ``argument`` if not)."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=out).close()
-    except OSError as exc:
-        raise ValueError(f"{argument}: cannot write into {out}: {exc.strerror or exc}") from None
 
 
 def save(env: LiveMARAEnv, out: Path, policy: str, steps: list[dict[str, Any]]) -> None:

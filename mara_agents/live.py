@@ -154,13 +154,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def writable_folder(out: Path, argument: str = "out") -> None:
-    """Create ``out`` and check that files can be written in it, before any job runs (``ValueError`` naming
-    ``argument`` if not)."""
+    """Check before any work that files can be written into ``out`` (``ValueError`` naming ``argument`` if not),
+    by creating it and a temporary file in it; folders this check created are removed again."""
+    missing = [path for path in (out, *out.parents) if not path.exists()]
     try:
         out.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=out).close()
     except OSError as exc:
         raise ValueError(f"{argument}: cannot write into {out}: {exc.strerror or exc}") from None
+    finally:
+        for path in missing:  # deepest first
+            try:
+                path.rmdir()
+            except OSError:
+                break
 
 
 def default_out(args: argparse.Namespace) -> Path:

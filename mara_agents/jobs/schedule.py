@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from curves.bank import atomic_write_json
+from curves.ray_support import require_ray
 from mara_agents.jobs.outcome import JobOutcome, ProgressTable, job_outcomes, outcome_table
 from mara_agents.live import latency_rows, play_episode, writable_folder
 from mara_agents.policy import Policy
@@ -120,8 +121,7 @@ def schedule(jobs: Sequence[Job], policy: str | Policy = "slack-fm", nodes: int 
     On Ctrl-C (or SIGTERM mapped to ``KeyboardInterrupt``) the running steps are cancelled, what was recorded
     is saved to ``out``, and ``KeyboardInterrupt`` is raised again.
     """
-    import ray
-
+    ray = require_ray("mara_agents.jobs.schedule")
     jobs = check_jobs(jobs)
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise ValueError(f"nodes must be a positive integer, got {nodes!r}")

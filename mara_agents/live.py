@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +32,10 @@ OUTCOMES = ("succeeded", "expired", "running", "queued", "not arrived")
 
 
 def play_episode(env: LiveMARAEnv, policy: Policy, seed: int, episode: LiveEpisode | None = None,
-                 progress: bool = True) -> list[dict[str, float]]:
-    """Play one live episode; returns per step the policy time and the env's dispatch timings (seconds)."""
+                 progress: bool = True, on_step: Callable[[LiveMARAEnv], None] | None = None
+                 ) -> list[dict[str, float]]:
+    """Play one live episode; returns per step the policy time and the env's dispatch timings (seconds).
+    ``on_step(env)`` is called after every step (e.g. to refresh a progress display)."""
     policy.reset()
     observation, _ = env.reset(seed=seed, options={"episode": episode} if episode else None)
     limit = env.settings.max_steps
@@ -49,6 +53,8 @@ def play_episode(env: LiveMARAEnv, policy: Policy, seed: int, episode: LiveEpiso
         bar.update(1)
         step_ms = 1e3 * (policy_s + steps[-1]["dispatch_s"])
         bar.set_postfix(succeeded=successes, expired=expiries, step_ms=f"{step_ms:.0f}")
+        if on_step is not None:
+            on_step(env)
     bar.close()
     return steps
 
@@ -147,8 +153,32 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(args: argparse.Namespace) -> str:
-    """Play the episode the arguments describe, save it, replay it; returns the table."""
+def writable_folder(out: Path, argument: str = "out") -> None:
+    """Check before any work that files can be written into ``out`` (``ValueError`` naming ``argument`` if not),
+    by creating it and a temporary file in it; folders this check created are removed again."""
+    missing = [path for path in (out, *out.parents) if not path.exists()]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as exc:
+        raise ValueError(f"{argument}: cannot write into {out}: {exc.strerror or exc}") from None
+    finally:
+        for path in missing:  # deepest first
+            try:
+                path.rmdir()
+            except OSError:
+                break
+
+
+def default_out(args: argparse.Namespace) -> Path:
+    """``--out``, or ``runs/live/<policy>-m<M>-seed<seed>-<UTC time>``."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return Path(args.out or f"runs/live/{args.policy}-m{args.nodes}-seed{args.seed}-{stamp}")
+
+
+def run(args: argparse.Namespace, out: Path) -> str:
+    """Play the episode the arguments describe, save it into ``out`` (also when interrupted: what was recorded
+    so far), replay it; returns the table."""
     config = MARAConfig(num_nodes=args.nodes, max_active=args.max_active, arrival_prob=args.arrival_prob,
                         arrival_window=args.window or args.steps, max_nodes=max(16, args.nodes))
     settings = LiveSettings(families=tuple(args.families), preset=args.preset, device=args.device,
@@ -156,31 +186,48 @@ def run(args: argparse.Namespace) -> str:
                             address=args.address, node_cpus=args.node_cpus)
     policy = make_policy(args.policy)
     env = LiveMARAEnv(config, settings)
+    steps: list[dict[str, float]] = []
     try:
         steps = play_episode(env, policy, args.seed, progress=not args.no_progress)
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        out = Path(args.out or f"runs/live/{args.policy}-m{args.nodes}-seed{args.seed}-{stamp}")
-        env.save(out, policy=args.policy, policy_s=[s["policy_s"] for s in steps])
     finally:
+        if env.log is not None:
+            env.save(out, policy=args.policy, policy_s=[s["policy_s"] for s in steps])
         env.close()
     head = (f"live episode: policy {args.policy}, {args.nodes} nodes, families {' '.join(args.families)}, "
             f"{len(steps)} steps, seed {args.seed}\n")
     return head + summary_table(env, steps, replay_mismatches(out)) + f"\nwrote {out}/bank and {out}/episode.json"
 
 
+def interrupt(signum: int, frame: object) -> None:
+    """A signal handler that turns the signal (SIGTERM) into Ctrl-C: the command stops as on an interruption."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point: bad arguments or an unusable setting print one line and exit with status 2."""
+    """CLI entry point: bad arguments or an unusable setting print one line and exit with status 2; a Ray
+    cluster that cannot be reached, one line and status 1; Ctrl-C or SIGTERM (mapped to Ctrl-C when run as
+    a command) stops the batches, saves what was recorded and exits with status 130."""
     args = _parser().parse_args(argv)
     try:
         ray = require_ray("python -m mara_agents.live")
     except ModuleNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    out = default_out(args)
     try:
+        if not args.bench:
+            writable_folder(out, "--out")
         if args.bench:
             print(bench(args.bench_nodes, args.families[0], args.bench_steps, args.address, args.device))
         else:
-            print(run(args))
+            print(run(args, out))
+    except KeyboardInterrupt:
+        saved = f"what was recorded is saved in {out}" if (out / "episode.json").exists() else "nothing was saved"
+        print(f"\ninterrupted: stopped the batches; {saved}", file=sys.stderr)
+        return 130
+    except ConnectionError as exc:
+        print(f"error: --address: {exc}", file=sys.stderr)
+        return 1
     except (ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -191,5 +238,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, interrupt)
     raise SystemExit(main())
-

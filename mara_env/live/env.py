@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,8 @@ from mara_env.config import MARAConfig
 from mara_env.engine import cached_bank, parse_picks
 from mara_env.gym_env import observation_spaces
 from mara_env.live.record import STATUS_NAMES, EpisodeLog, save_episode
-from mara_env.live.runner import BatchRunner, connect
+from mara_env.live.jobs import SOURCE, Job, check_jobs, job_episode, job_specs
+from mara_env.live.runner import BatchRunner, JobRunner, connect
 from mara_env.live.simulator import LiveSimulator
 from mara_env.live.tasks import draw_live_episode
 from mara_env.shaping import shaped_reward
@@ -96,31 +97,43 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ``LiveMARAEnv(config=MARAConfig(num_nodes=..., max_active=..., arrival_prob=..., arrival_window=...),
     settings=LiveSettings(families=..., ...))``; ``reset(options={"episode": LiveEpisode(...)})`` plays given
     tasks instead of drawing them. ``batch_function`` replaces the worker's batch function (fault tests).
+    ``jobs`` (a sequence of :class:`~mara_env.live.jobs.Job`) plays the user's own jobs instead of family
+    recipes: every episode is those jobs at their arrivals, ``settings.families`` is ignored, each step runs
+    as a Ray task with the job's resources, and the history width grows to the largest budget if that
+    exceeds the reference bank's H_max.
     """
 
     metadata = {"render_modes": []}
 
     def __init__(self, config: MARAConfig | None = None, settings: LiveSettings | None = None,
-                 batch_function: Callable[..., Any] | None = None):
+                 batch_function: Callable[..., Any] | None = None, jobs: Sequence[Job] | None = None):
         self.config = config or MARAConfig()
         self.settings = settings or LiveSettings()
         if self.config.observation != "dict":
             raise ValueError(f"the live env offers observation='dict' only, got {self.config.observation!r}")
         m, k = self.config.num_nodes, self.config.max_active
-        local_cpus = max(int(np.ceil(m * self.settings.node_cpus)), os.cpu_count() or 1)
-        connect(self.settings.address, None if self.settings.address else local_cpus)
-        self.runner = BatchRunner(m, self.settings.families, self.settings.device, self.settings.preset,
-                                  self.settings.data_root, self.settings.attempts, batch_function,
-                                  self.settings.node_cpus)
-        self.facts = self.runner.facts
-        not_live = sorted(name for name, fact in self.facts.items() if not fact["live"])
-        if not_live:
-            self.runner.close()
-            raise ValueError(f"families {not_live} have their own training loop and cannot run live")
+        self.jobs = check_jobs(jobs) if jobs is not None else None
         reference = cached_bank(str(self.settings.reference_bank or DEFAULT_BANK))
-        self.specs: dict[str, FamilySpec] = {name: reference.families.get(name, facts["spec"])
-                                             for name, facts in self.facts.items()}
-        self.sim = LiveSimulator(self.config, reference.max_length)
+        cpus = max([job.cpus for job in self.jobs]) if self.jobs else self.settings.node_cpus
+        local_cpus = max(int(np.ceil(m * cpus)), os.cpu_count() or 1)
+        connect(self.settings.address, None if self.settings.address else local_cpus)
+        width = reference.max_length
+        if self.jobs is not None:
+            self.runner: BatchRunner = JobRunner(self.jobs, self.settings.attempts)
+            self.facts: dict[str, dict[str, Any]] = {}
+            self.specs: dict[str, FamilySpec] = job_specs(self.jobs)
+            width = max(width, *(job.budget for job in self.jobs))
+        else:
+            self.runner = BatchRunner(m, self.settings.families, self.settings.device, self.settings.preset,
+                                      self.settings.data_root, self.settings.attempts, batch_function,
+                                      self.settings.node_cpus)
+            self.facts = self.runner.facts
+            not_live = sorted(name for name, fact in self.facts.items() if not fact["live"])
+            if not_live:
+                self.runner.close()
+                raise ValueError(f"families {not_live} have their own training loop and cannot run live")
+            self.specs = {name: reference.families.get(name, facts["spec"]) for name, facts in self.facts.items()}
+        self.sim = LiveSimulator(self.config, width)
         self.action_space = spaces.MultiDiscrete([k + 1] * m)
         self.observation_space = spaces.Dict({"action_mask": spaces.Box(0, 1, (m, k + 1), np.int8),
                                               **observation_spaces(k, self.sim.history_width)})
@@ -131,7 +144,9 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """Start an episode: ``options["episode"]`` (a :class:`LiveEpisode`) or one drawn with ``seed``."""
         super().reset(seed=seed)
         episode = (options or {}).get("episode")
-        if episode is None:
+        if episode is None and self.jobs is not None:
+            episode = job_episode(self.jobs)
+        elif episode is None:
             cfg = self.config
             sizes = {name: fact["batch_sizes"] for name, fact in self.facts.items()}
             episode = draw_live_episode(self.settings.families, self.specs, sizes, self.np_random, cfg.arrival_prob,
@@ -203,7 +218,7 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if self.log is None:
             raise RuntimeError("call reset() and play an episode before save()")
         self.log.extra.update(extra)
-        sources = {name: fact["source"] for name, fact in self.facts.items()}
+        sources = {name: fact["source"] for name, fact in self.facts.items()} or dict.fromkeys(self.specs, SOURCE)
         return save_episode(folder, self.log, self.sim.per_batch, self.outcomes(), self.sim.metrics(), sources)
 
     def close(self) -> None:

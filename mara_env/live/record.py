@@ -8,7 +8,8 @@ A live episode writes two things into its output folder:
   tasks served, their losses, the failures and the timings; at the end each task's outcome.
 
 :func:`replay` plays the log's decisions in the MARA-v0 :class:`~mara_env.simulator.Simulator` over the
-recorded curves, and :func:`replay_mismatches` lists every step or task where the replay's successes and
+recorded curves (for a task whose ε applies to another metric than the cumulative average, with that
+metric's series in its loss row), and :func:`replay_mismatches` lists every step or task where the replay's successes and
 expiries differ from the live run's (none, when the live run is faithful to the simulator).
 """
 
@@ -23,8 +24,8 @@ import numpy as np
 from curves.bank import BankWriter, CurveRecord, FamilySpec, atomic_write_json, load_bank, read_versioned_json
 from curves.recorder import declare_keeping_rules, generator_commit
 from mara_env.config import MARAConfig
-from mara_env.live.simulator import episode_bank
-from mara_env.live.tasks import LiveEpisode
+from mara_env.live.simulator import derive_loss_row, episode_bank
+from mara_env.live.tasks import LiveEpisode, tracked
 from mara_env.simulator import ACTIVE, EXPIRED, FUTURE, QUEUED, SUCCEEDED, Simulator
 
 FORMAT = "mara-live-episode"
@@ -106,6 +107,10 @@ def replay(out: str | Path) -> Replay:
     log = EpisodeLog(config, episode, width, recorded.families, data["steps"])
     sim = Simulator(config, episode_bank(episode, per_batch, width, recorded.families, str(recorded.root)))
     sim.load(episode.episode(log.effective_budgets()))
+    for k, task in enumerate(episode.tasks):  # ε of a user job may apply to another metric than L(s)
+        if task.metric != "cumulative_mean":
+            sim.loss_table[k, 1:] = tracked(sim.bank.per_batch[episode.curve_id(k)], task.metric, task.ema_decay)
+            derive_loss_row(sim, k)
     successes, expirations = [], []
     for step in data["steps"]:
         outcome = sim.step(step["picks"])

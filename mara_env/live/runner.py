@@ -5,21 +5,34 @@ torch and the data sets loaded, but no task.  Each task's state lives in the obj
 the driver holds only an object reference, passes it to whichever node runs the task next, and keeps the
 reference the batch returns, so preemption and migration cost one state transfer.  A batch whose worker
 raised or died (the actor is restarted by Ray) is submitted again from the task's last state — the
-reference the driver still holds — up to ``attempts`` times; after that the task is reported as failed.
+reference the driver still holds — up to ``attempts`` times; after that the task is reported as failed.  A loss
+that is not finite fails the task at once.
+
+:class:`JobRunner` runs user jobs (:mod:`mara_env.live.jobs`) the same way, except that each step is a Ray task
+holding the job's own CPUs and GPUs rather than a call on a node actor, so a step past the job's timeout can
+be cancelled (its worker is killed) and the job fails alone.  :func:`connect` is the one place Ray is started
+or reached, failing fast on an address nobody answers.
 """
 
 from __future__ import annotations
 
+import math
+import signal
+import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from curves.ray_support import require_ray
+from mara_env.live.jobs import Job, check_jobs, job_step
 from mara_env.live.tasks import LiveTask
 from mara_env.live.worker import train_batch, warm_up
 
 STARTUP_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_S = 30.0
+POLL_S = 0.5  # the dispatch loop wakes at least this often: step timeouts and Ctrl-C are handled promptly
 # Ray starts worker processes at niceness 15, so on a machine where other processes run at the default priority a
 # node gets a few per cent of a core: two 0.5-CPU nodes beside two busy loops on 2 cores took over 120 s to import
 # torch and load their data, against 14 s at niceness 0.  A node is the compute of the step the env waits for, so
@@ -27,17 +40,61 @@ STARTUP_TIMEOUT_S = 120.0
 NODE_RUNTIME_ENV = {"env_vars": {"RAY_worker_niceness": "0"}}
 
 
-def connect(address: str | None = None, num_cpus: int | None = None) -> None:
+def connect(address: str | None = None, num_cpus: int | None = None, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     """``ray.init`` once: the cluster at ``address``, or a new local Ray with ``num_cpus`` logical CPUs (never a
-    cluster that ``RAY_ADDRESS`` or a running ``ray start`` happens to name: local means local)."""
+    cluster that ``RAY_ADDRESS`` or a running ``ray start`` happens to name: local means local).
+
+    A cluster address (``host:port``, ``ray://host:port``, ``auto``) is first probed with a TCP connection
+    within ``timeout_s``: where nobody answers, ``ConnectionError`` names the address at once instead of Ray
+    retrying for minutes.  So does any failure of ``ray.init`` itself.  The caller's SIGTERM handler is kept
+    (``ray.init`` installs its own, which would make SIGTERM a plain exit instead of an interruption).
+    """
     ray = require_ray("live scheduling (MARA-live-v0)")
 
     if ray.is_initialized():
         return
-    if address is not None:
-        ray.init(address=address, include_dashboard=False)
-    else:
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
+    main_thread = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGTERM) if main_thread else None
+    try:
+        if address is None:
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
+        else:
+            _probe(address, timeout_s)
+            ray.init(address=address, include_dashboard=False)
+    except (ConnectionError, OSError, ValueError, RuntimeError) as exc:
+        ray.shutdown()
+        where = "start a local Ray" if address is None else f"reach the Ray cluster at {address}"
+        detail = str(exc) if isinstance(exc, _Unreachable) else _first_line(exc)
+        raise ConnectionError(f"cannot {where}: {detail}") from None
+    except BaseException:
+        ray.shutdown()
+        raise
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGTERM, handler)
+
+
+def _probe(address: str, timeout_s: float) -> None:
+    """Open and close a TCP connection to the host and port ``address`` names (``auto`` is resolved as Ray
+    resolves it); ``ConnectionError`` if that fails within ``timeout_s``."""
+    target = address
+    if address == "auto":
+        from ray._private.services import canonicalize_bootstrap_address
+
+        target = canonicalize_bootstrap_address("auto") or ""
+        if not target:
+            raise _Unreachable("no running Ray cluster found (RAY_ADDRESS is unset and none runs here)")
+    host, _, port = target.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, ray://HOST:PORT or auto, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise _Unreachable(f"nothing answers there ({exc}; waited at most {timeout_s:g} s)") from None
+
+
+class _Unreachable(ConnectionError):
+    """The TCP probe of a cluster address failed (its message is already the whole story)."""
 
 
 @dataclass
@@ -112,40 +169,76 @@ class BatchRunner:
             task.family, self.preset, self.data_root, self.device, task.seed, task.data_seed, task.batch_size,
             task.lr, self.states.get(key))
 
+    def _timeout(self, task: LiveTask) -> float | None:
+        """The longest a batch of ``task`` may take (family batches have no limit)."""
+        return None
+
+    def _cancel(self, ref: Any) -> None:
+        """Stop a submitted batch (a node actor's call cannot be killed alone; :meth:`close` kills the node)."""
+        import ray
+
+        ray.cancel(ref)
+
     def run(self, jobs: Sequence[tuple[int, int, LiveTask]]) -> StepBatches:
         """Run one batch for every ``(node, task key, task)``; returns when each has a loss or failed for good.
 
         A failed batch is resubmitted to the same node (Ray restarts a dead actor) with the state reference
-        the driver kept, so the retry starts from the task's last good state.
+        the driver kept, so the retry starts from the task's last good state.  A loss that is not finite, an
+        error the worker reports, or a batch past the task's timeout fails the task at once.  If the driver
+        is interrupted (Ctrl-C, or SIGTERM mapped to it), every batch still running is cancelled.
         """
         import ray
 
         out = StepBatches()
         began = time.perf_counter()
-        pending: dict[Any, tuple[Any, int, int, LiveTask, int]] = {}
-        for node, key, task in jobs:
+        pending: dict[Any, tuple[Any, int, int, LiveTask, int, float]] = {}
+
+        def submit(node: int, key: int, task: LiveTask, attempt: int) -> None:
             state_ref, stats_ref = self._submit(node, key, task)
-            pending[stats_ref] = (state_ref, node, key, task, 1)
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            state_ref, node, key, task, attempt = pending.pop(done[0])
-            try:
-                stats = ray.get(done[0])
-            except ray.exceptions.RayError as exc:
-                if attempt < self.attempts:
-                    out.retries += 1
-                    state_ref, stats_ref = self._submit(node, key, task)
-                    pending[stats_ref] = (state_ref, node, key, task, attempt + 1)
-                else:
-                    out.failed[key] = _first_line(exc)
-                continue
-            self.states[key] = state_ref
-            out.losses[key] = stats["loss"]
-            out.compute_max_s = max(out.compute_max_s, stats["compute_s"])
-            out.compute_sum_s += stats["compute_s"]
-            out.worker_sum_s += stats["worker_s"]
+            pending[stats_ref] = (state_ref, node, key, task, attempt, time.perf_counter())
+
+        try:
+            for node, key, task in jobs:
+                submit(node, key, task, 1)
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
+                for ref in done:
+                    state_ref, node, key, task, attempt, _ = pending.pop(ref)
+                    try:
+                        stats = ray.get(ref)
+                    except ray.exceptions.RayError as exc:
+                        _consume(state_ref)
+                        if attempt < self.attempts:
+                            out.retries += 1
+                            submit(node, key, task, attempt + 1)
+                        else:
+                            out.failed[key] = _first_line(exc)
+                        continue
+                    if "error" in stats or not math.isfinite(stats["loss"]):
+                        out.failed[key] = stats.get("error") or f"reported a non-finite loss ({stats['loss']})"
+                        continue
+                    self.states[key] = state_ref
+                    out.losses[key] = stats["loss"]
+                    out.compute_max_s = max(out.compute_max_s, stats["compute_s"])
+                    out.compute_sum_s += stats["compute_s"]
+                    out.worker_sum_s += stats["worker_s"]
+                self._stop_overdue(pending, out)
+        except BaseException:
+            for ref in pending:
+                self._cancel(ref)
+            raise
         out.wall_s = time.perf_counter() - began
         return out
+
+    def _stop_overdue(self, pending: dict[Any, tuple[Any, int, int, LiveTask, int, float]], out: StepBatches) -> None:
+        """Cancel and fail every pending batch that has run longer than its task's timeout."""
+        now = time.perf_counter()
+        for ref, (_, _, key, task, _, submitted) in list(pending.items()):
+            limit = self._timeout(task)
+            if limit is not None and now - submitted > limit:
+                self._cancel(ref)
+                del pending[ref]
+                out.failed[key] = f"a step took longer than its timeout of {limit:g} s"
 
     def forget(self, key: int) -> None:
         """Drop a finished task's state (the object store frees it once no reference is left)."""
@@ -162,7 +255,57 @@ class BatchRunner:
         self.nodes = []
 
 
+def _consume(ref: Any) -> None:
+    """Read a failed batch's state reference, whose error is the one already reported (Ray would otherwise
+    log it again as an unhandled error when the reference is dropped)."""
+    import ray
+
+    try:
+        ray.get(ref, timeout=0)
+    except (ray.exceptions.RayError, TimeoutError):
+        pass
+
+
 def _first_line(exc: BaseException) -> str:
     cause = getattr(exc, "cause", None) or exc
     text = str(cause).strip().splitlines()
     return f"{type(cause).__name__}: {text[-1] if text else ''}".strip()
+
+
+class JobRunner(BatchRunner):
+    """Runs user jobs' steps (:func:`~mara_env.live.jobs.job_step`), each as a Ray task with the job's own
+    resources; the node a step serves is the scheduler's unit of allocation, not a Ray actor.
+
+    A job that asks for more CPUs or GPUs than the whole cluster has is refused with ``ValueError`` naming it.
+    A state larger than ``max_state_bytes`` (default: the object store's capacity) fails its job.
+    """
+
+    def __init__(self, jobs: Sequence[Job], attempts: int = 3, max_state_bytes: float | None = None):
+        import ray
+
+        if attempts < 1:
+            raise ValueError(f"attempts must be at least 1, got {attempts}")
+        self.attempts, self.states, self.nodes, self.facts = attempts, {}, [], {}
+        total = ray.cluster_resources()
+        for job in check_jobs(jobs):
+            if job.cpus > total.get("CPU", 0.0) or job.gpus > total.get("GPU", 0.0):
+                raise ValueError(f"job {job.name!r} needs {job.cpus:g} CPU and {job.gpus:g} GPU per step; the Ray "
+                                 f"cluster has {total.get('CPU', 0.0):g} CPU and {total.get('GPU', 0.0):g} GPU")
+        self.max_state_bytes = float(max_state_bytes or total.get("object_store_memory", math.inf))
+        self.jobs = {job.name: (ray.put(job), job) for job in jobs}
+        self.step_function = ray.remote(job_step)
+
+    def _submit(self, node: int, key: int, task: LiveTask) -> tuple[Any, Any]:
+        ref, job = self.jobs[task.family]
+        return self.step_function.options(num_cpus=job.cpus, num_gpus=job.gpus, num_returns=2, max_retries=0,
+                                          runtime_env=NODE_RUNTIME_ENV).remote(ref, self.states.get(key),
+                                                                               self.max_state_bytes)
+
+    def _timeout(self, task: LiveTask) -> float | None:
+        return self.jobs[task.family][1].step_timeout_s
+
+    def _cancel(self, ref: Any) -> None:
+        """Kill the step's worker process (a user's step may never return on its own)."""
+        import ray
+
+        ray.cancel(ref, force=True)

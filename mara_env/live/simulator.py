@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from curves.bank import CurveBank, CurveRecord, FamilySpec, cumulative_average
+from curves.bank import CurveBank, CurveRecord, FamilySpec
 from mara_env.config import MARAConfig
 from mara_env.features import TASK_FEATURE_INDEX as _F
-from mara_env.live.tasks import LIVE_SPLIT, LiveEpisode
+from mara_env.live.tasks import LIVE_SPLIT, LiveEpisode, tracked
 from mara_env.shaping import log_progress
 from mara_env.simulator import Simulator
 
@@ -66,21 +66,30 @@ class LiveSimulator(Simulator):
             self.feature_table[:, 1:, _F[name]] = np.nan
 
     def reveal(self, task: int, loss: float) -> None:
-        """Record the loss of the batch task ``task`` just ran; its next cumulative-average loss L(s) and every
-        table entry derived from it become known, computed as :meth:`Simulator.load` computes them."""
+        """Record the loss of the batch task ``task`` just ran; its next tracked loss (the cumulative average
+        L(s) unless the task names another metric) and every table entry derived from it become known,
+        computed as :meth:`Simulator.load` computes them."""
         self.per_batch[task].append(float(np.float32(loss)))
+        spec = self.live_episode.tasks[task]
         s = len(self.per_batch[task])
-        self.loss_table[task, s] = cumulative_average(np.asarray(self.per_batch[task], dtype=np.float32))[-1]
-        loss_row = self.loss_table[task:task + 1]
-        first, eps = loss_row[:, 1:2], self.eps[task:task + 1, None]
-        seen = np.arange(self.history_width + 1)[None, :] > 0
-        self.progress_table[task:task + 1] = np.where(seen, log_progress(first, loss_row, eps), 0.0)
-        row = self.feature_table[task:task + 1]
-        row[..., _F["current_loss"]] = loss_row
-        row[..., _F["initial_loss"]] = np.where(seen, first, 0.0)
-        row[..., _F["log_loss_ratio"]] = np.where(seen, np.log(np.maximum(loss_row, _TINY) / eps), 0.0)
+        self.loss_table[task, s] = tracked(self.per_batch[task], spec.metric, spec.ema_decay)[-1]
+        derive_loss_row(self, task)
 
     def fail(self, task: int) -> None:
         """Task ``task``'s recipe failed for good: it expires at the end of this step, like a missed deadline."""
         self.deadline[task] = self.t + 1
         self.slot_deadline[self.slot_task == task] = self.t + 1
+
+
+def derive_loss_row(sim: Simulator, task: int) -> None:
+    """Recompute the progress and loss features of ``task``'s row from its ``loss_table`` row, as
+    :meth:`Simulator.load` derives them (the live simulator after each batch, the replay for a task whose ε
+    applies to another metric than the cumulative average)."""
+    loss_row = sim.loss_table[task:task + 1]
+    first, eps = loss_row[:, 1:2], sim.eps[task:task + 1, None]
+    seen = np.arange(loss_row.shape[1])[None, :] > 0
+    sim.progress_table[task:task + 1] = np.where(seen, log_progress(first, loss_row, eps), 0.0)
+    row = sim.feature_table[task:task + 1]
+    row[..., _F["current_loss"]] = loss_row
+    row[..., _F["initial_loss"]] = np.where(seen, first, 0.0)
+    row[..., _F["log_loss_ratio"]] = np.where(seen, np.log(np.maximum(loss_row, _TINY) / eps), 0.0)

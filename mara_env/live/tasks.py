@@ -1,8 +1,16 @@
 """Live episodes: tasks that are real training runs of a ``curves`` family recipe, not recorded curves.
 
 A live task carries everything its training run needs (family, initialisation and data-order seeds, batch
-size, learning rate) and what the environment needs (arrival step, target loss ε, available time B).  Its
-curve id in the episode's recorded bank is ``family/test/<task index>``.
+size, learning rate) and what the environment needs (arrival step, target loss ε, available time B, and the
+metric ε applies to).  Its curve id in the episode's recorded bank is ``family/test/<task index>``; a user job
+(:mod:`mara_env.live.jobs`) is a task whose family is the job's own name.
+
+The metric a task's ε applies to (:func:`tracked`):
+
+* ``cumulative_mean`` — L(s), the mean of all s losses so far, as in the benchmark and the bank's curves;
+* ``ema`` — an exponential moving average, m(1) = ℓ(1) and m(s) = d·m(s−1) + (1−d)·ℓ(s) with decay d
+  (``ema_decay``, 0.9 by default: about the last ten losses);
+* ``last`` — the last loss ℓ(s).
 """
 
 from __future__ import annotations
@@ -13,12 +21,31 @@ from typing import Any
 
 import numpy as np
 
-from curves.bank import FamilySpec
+from curves.bank import FamilySpec, cumulative_average
 from curves.recipe import draw_recipe
 from mara_env.tasksets import sample_budget, sample_target_loss
 from mara_env.workload import Episode
 
 LIVE_SPLIT = "test"
+METRICS = ("cumulative_mean", "ema", "last")
+
+
+def tracked(per_batch: Sequence[float] | np.ndarray, metric: str = "cumulative_mean",
+            ema_decay: float = 0.9) -> np.ndarray:
+    """The series, s = 1..n, that a task's ε is compared with, in float64 (see the module docstring)."""
+    losses = np.asarray(per_batch, dtype=np.float64)
+    if metric == "cumulative_mean":
+        return cumulative_average(losses)
+    if metric == "last":
+        return losses.copy()
+    if metric == "ema":
+        out = np.empty_like(losses)
+        value = losses[0] if losses.size else 0.0
+        for s, loss in enumerate(losses):
+            value = loss if s == 0 else ema_decay * value + (1.0 - ema_decay) * loss
+            out[s] = value
+        return out
+    raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
 
 
 @dataclass(frozen=True)
@@ -33,6 +60,8 @@ class LiveTask:
     lr: float
     eps: float
     budget: int
+    metric: str = "cumulative_mean"
+    ema_decay: float = 0.9
 
 
 @dataclass(frozen=True)

@@ -55,3 +55,12 @@ def test_every_ray_entry_point_without_ray_says_what_to_install(monkeypatch, cap
     assert capsys.readouterr().err.strip() == f"error: build_bank --ray {extra}"
     with pytest.raises(ModuleNotFoundError, match=r"live scheduling \(MARA-live-v0\) needs Ray"):
         connect()
+
+
+def test_an_unwritable_out_is_one_line_before_ray_starts(capsys):
+    import ray
+
+    assert main(["--out", "/proc/mara-live", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --out: cannot write into /proc/mara-live: ")
+    assert not ray.is_initialized()

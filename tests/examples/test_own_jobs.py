@@ -1,0 +1,42 @@
+"""``examples/own_jobs.py --quick`` and ``examples/tune_scheduler.py --quick`` run as a user runs them: they exit
+0, print their table, and leave no Ray process behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray", reason="the examples need the [ray] extra")
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "evaluation"))
+from test_interrupt import descendants, wait_gone  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+@pytest.mark.skipif(not FASHION_MNIST.is_dir(), reason="needs apt-get install dataset-fashion-mnist")
+@pytest.mark.parametrize("example, rows", [("own_jobs.py", 8), ("tune_scheduler.py", 4)])
+def test_the_quick_example_exits_0_with_its_table_and_no_ray_process_left(example, rows):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, f"examples/{example}", "--quick"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    children: set[int] = set()
+    while process.poll() is None:
+        children |= descendants(process.pid)
+        try:
+            process.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            pass
+    out, err = process.communicate()
+    assert process.returncode == 0, err[-2000:]
+    lines = out.strip().splitlines()
+    for policy in ("fifo", "edf", "slack-fm"):
+        assert sum(line.startswith(policy) for line in lines) == 1
+    assert Path(lines[-1]).is_dir()
+    assert any(line.startswith(f"{rows} ") and "on 2 nodes" in line for line in lines)
+    assert not wait_gone(children, 30.0), "Ray processes left behind"

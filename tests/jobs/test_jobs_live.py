@@ -1,0 +1,157 @@
+"""User jobs through the public API, live on a local Ray with 2 CPUs: the same losses as offline, the replay,
+each target metric's semantics, and faults that fail one job alone.
+
+The jobs are defined here, as a user would write them: a least-squares fit in NumPy that updates its
+weights in place.  One Ray instance serves the module (starting one costs seconds) and is always shut down.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="the Ray tests need the [ray] extra")
+
+from curves.bank import load_bank  # noqa: E402
+from mara_agents import POLICIES, make_policy  # noqa: E402
+from mara_agents.jobs import Job, schedule  # noqa: E402
+from mara_agents.jobs.schedule import trained_nodes  # noqa: E402
+from mara_env.live import replay_mismatches  # noqa: E402
+from mara_env.live.tasks import tracked  # noqa: E402
+
+STORE_BYTES = 100 * 1024**2
+
+
+def setup(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(256, 4))
+    return {"x": x, "y": x @ rng.normal(size=4), "w": np.zeros(4), "rng": rng}
+
+
+def step(state):
+    rows = state["rng"].integers(0, 256, 16)
+    x, y = state["x"][rows], state["y"][rows]
+    error = x @ state["w"] - y
+    state["w"] -= 0.1 * x.T @ error / len(rows)
+    return state, float(np.mean(error**2))
+
+
+def offline(job: Job, steps: int) -> np.ndarray:
+    """The job's losses run here, without Ray or a scheduler."""
+    state, losses = job.setup(job.seed), []
+    for _ in range(steps):
+        state, loss = job.step(state)
+        losses.append(loss)
+    return np.asarray(losses, dtype=np.float32)
+
+
+def fails_at(kind: str, at: int):
+    """A step that behaves like :func:`step` until its ``at``-th call (counted in the state), then faults."""
+    def faulty(state):
+        state["calls"] = state.get("calls", 0) + 1
+        if state["calls"] == at:
+            if kind == "raise":
+                raise RuntimeError("the user's code broke")
+            if kind == "nan":
+                return state, float("nan")
+            if kind == "hang":
+                time.sleep(60)
+            if kind == "huge":
+                state["huge"] = np.zeros(2 * STORE_BYTES, dtype=np.uint8)  # calloc'd: no memory touched
+        return step(state)
+    return faulty
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, object_store_memory=STORE_BYTES, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+METRIC_JOBS = [Job("mean", setup, step, target=0.5, budget=40, seed=1, batch_size=16, lr=0.1),
+               Job("ema", setup, step, target=0.5, budget=40, arrival=1, seed=2, metric="ema", ema_decay=0.8),
+               Job("last", setup, step, target=0.1, budget=40, arrival=2, seed=3, metric="last")]
+
+
+@pytest.fixture(scope="module")
+def metric_run(local_ray, tmp_path_factory):
+    return schedule(METRIC_JOBS, policy="fifo", nodes=2, out=tmp_path_factory.mktemp("metrics"))
+
+
+def test_live_losses_equal_the_same_jobs_run_offline(metric_run):
+    bank = load_bank(metric_run.out / "bank")
+    assert sorted(bank.families) == ["ema", "last", "mean"]
+    for k, job in enumerate(METRIC_JOBS):
+        recorded = bank.per_batch[f"{job.name}/test/{k:03d}"]
+        assert recorded.size == metric_run.jobs[k].steps > 4
+        np.testing.assert_array_equal(recorded, offline(job, recorded.size))
+
+
+def test_each_job_stops_at_the_first_step_its_metric_reaches_the_target(metric_run):
+    for job, outcome in zip(METRIC_JOBS, metric_run.jobs):
+        series = tracked(offline(job, job.budget), job.metric, job.ema_decay)
+        assert outcome.outcome == "succeeded"
+        assert outcome.steps == int(np.argmax(series <= job.target)) + 1
+        assert outcome.value == pytest.approx(series[outcome.steps - 1])
+    assert metric_run.successes == 3
+
+
+def test_the_replay_in_the_simulator_is_identical(metric_run):
+    assert metric_run.mismatches == [] and replay_mismatches(metric_run.out) == []
+
+
+def test_faulty_jobs_fail_alone_with_their_reason(local_ray, tmp_path):
+    jobs = [Job("good", setup, step, target=0.5, budget=40, seed=1),
+            Job("raises", setup, fails_at("raise", 3), target=1e-9, budget=40, seed=2),
+            Job("nan", setup, fails_at("nan", 2), target=1e-9, budget=40, seed=3),
+            Job("hangs", setup, fails_at("hang", 2), target=1e-9, budget=40, seed=4, step_timeout_s=5.0),
+            Job("huge", setup, fails_at("huge", 2), target=1e-9, budget=40, seed=5)]
+    result = schedule(jobs, policy="edf", nodes=2, attempts=2, out=tmp_path)
+    outcomes = {row.name: row for row in result.jobs}
+    assert outcomes["good"].outcome == "succeeded"
+    assert {name: row.outcome for name, row in outcomes.items() if name != "good"} == dict.fromkeys(
+        ["raises", "nan", "hangs", "huge"], "failed")
+    assert "the user's code broke" in outcomes["raises"].reason and outcomes["raises"].steps == 2
+    assert outcomes["nan"].reason == "reported a non-finite loss (nan)" and outcomes["nan"].steps == 1
+    assert outcomes["hangs"].reason == "a step took longer than its timeout of 5 s"
+    assert "larger than Ray's object store" in outcomes["huge"].reason
+    assert result.mismatches == []
+    assert "failed @" in result.table() and "the user's code broke" in result.table()
+
+
+def test_a_mat_checkpoint_keeps_its_number_of_nodes():
+    with pytest.raises(ValueError, match=r"trained for M = 7 nodes and cannot drive nodes=2; run it with nodes=7"):
+        schedule(METRIC_JOBS, policy="mara", nodes=2)
+
+
+@pytest.mark.parametrize("field, value, error, message", [
+    ("name", "a/b", ValueError, "job name must be"), ("target", 0.0, ValueError, "target must be a positive"),
+    ("budget", 0, ValueError, "budget must be at least 1"), ("budget", 2.5, TypeError, "budget must be an integer"),
+    ("metric", "median", ValueError, "metric must be one of"), ("ema_decay", 1.0, ValueError, "ema_decay"),
+    ("step", None, TypeError, "step must be callable"), ("lr", float("nan"), ValueError, "lr must be"),
+    ("step_timeout_s", -1, ValueError, "step_timeout_s")])
+def test_a_bad_job_field_is_refused_naming_it(field, value, error, message):
+    fields = {"name": "ok", "setup": setup, "step": step, "target": 1.0, "budget": 10, field: value}
+    with pytest.raises(error, match=message):
+        Job(**fields)
+
+
+def test_jobs_with_one_name_twice_are_refused():
+    with pytest.raises(ValueError, match="job names must be unique, repeated: mean"):
+        schedule([METRIC_JOBS[0], METRIC_JOBS[0]], policy="fifo")
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_registered_allocator_drives_user_jobs_and_replays_identically(local_ray, tmp_path, policy):
+    if policy == "maskable-ppo":
+        pytest.importorskip("sb3_contrib", reason="maskable-ppo needs sb3-contrib")
+    nodes = trained_nodes(make_policy(policy)) or 2
+    jobs = [Job(f"j{k}", setup, step, target=0.5, budget=20, arrival=k, seed=k + 1, cpus=0.25) for k in range(3)]
+    result = schedule(jobs, policy=policy, nodes=nodes, out=tmp_path)
+    assert {row.outcome for row in result.jobs} <= {"succeeded", "expired"}
+    assert result.mismatches == []

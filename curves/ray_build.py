@@ -12,7 +12,6 @@ the plan is complete, as in the local build (not for smoke-test banks of shorten
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -31,7 +30,7 @@ from curves.catalog import FAMILIES, get_family
 from curves.checks import number
 from curves.data.errors import DataMissingError
 from curves.generate import MAX_THREADS, append_timing, recipe_for, recorder_for, run_recipe
-from curves.ray_support import check_reachable, require_ray
+from curves.ray_support import connect, require_ray
 from curves.recorder import declare_keeping_rules, generator_commit
 
 log = logging.getLogger("curves.ray_build")
@@ -194,17 +193,11 @@ def run_cli(args: Any, families: list[str]) -> int:
     gpus = args.gpus_per_curve if args.gpus_per_curve is not None else float(args.device.startswith("cuda"))
     cpus = args.cpus_per_curve if args.cpus_per_curve is not None else float(args.threads)
     BankWriter(args.bank)  # an unusable bank is refused before Ray starts
-    handler = signal.getsignal(signal.SIGTERM)
     try:  # "local": a new local Ray, even if RAY_ADDRESS is set
-        check_reachable(args.ray)
-        ray.init(address=args.ray, include_dashboard=False)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        ray.shutdown()
-        where = "a local Ray" if args.ray == "local" else f"the Ray cluster at {args.ray}"
-        print(f"error: --ray: cannot start or reach {where}: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        connect(args.ray, purpose="build_bank --ray")
+    except ConnectionError as exc:
+        print(f"error: --ray: {exc}", file=sys.stderr)
         return 2
-    finally:
-        signal.signal(signal.SIGTERM, handler)  # ray.init installs its own; keep SIGTERM an interruption
     try:
         report = build_on_ray(families, args.bank, args.preset, args.data_root, args.device, args.timings, args.scale,
                               args.length, Resources(cpus, gpus, args.threads), family_resources, args.retries)

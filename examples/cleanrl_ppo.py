@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> list[float]:
         # Minibatch updates.
         b_obs, b_mask = obs_buf.reshape(batch_size, -1), mask_buf.reshape(batch_size, -1)
         b_action, b_logprob = action_buf.reshape(batch_size, -1), logprob_buf.reshape(-1)
-        b_adv, b_ret, b_value = advantages.reshape(-1), returns.reshape(-1), value_buf.reshape(-1)
+        b_adv, b_ret = advantages.reshape(-1), returns.reshape(-1)
         for _ in range(args.update_epochs):
             for idx in torch.randperm(batch_size).split(minibatch_size):
                 _, logprob, entropy, value = agent.act(b_obs[idx], b_mask[idx], b_action[idx])

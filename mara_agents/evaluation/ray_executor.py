@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -73,7 +71,7 @@ def run_on_ray(pending: Sequence[Unit], bank: str, num_nodes: int, address: str,
     ray = require_ray()
     started = not ray.is_initialized()
     if started:
-        _connect(ray, address, num_cpus)
+        _connect(address, num_cpus)
     try:
         _run_all(ray, pending, bank, num_nodes, finish)
     finally:
@@ -81,26 +79,12 @@ def run_on_ray(pending: Sequence[Unit], bank: str, num_nodes: int, address: str,
             ray.shutdown()
 
 
-def _connect(ray: Any, address: str, num_cpus: int) -> None:
-    """Start or reach Ray, keeping the caller's SIGTERM handler (``ray.init`` installs its own, which would
-    turn SIGTERM into a plain exit instead of an interruption).  Ray's own ``"local"`` address always starts
-    a new local Ray, even where ``RAY_ADDRESS`` or a ``ray start`` cluster on this machine would be found."""
-    check_reachable(address)
-    main_thread = threading.current_thread() is threading.main_thread()
-    handler = signal.getsignal(signal.SIGTERM) if main_thread else None
+def _connect(address: str, num_cpus: int) -> None:
+    """Start or reach Ray (:func:`curves.ray_support.connect`); a failure is one line naming ``--ray``."""
     try:
-        ray.init(address=address, num_cpus=num_cpus if address == LOCAL else None, include_dashboard=False)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        ray.shutdown()
-        where = "a local Ray" if address == LOCAL else f"the Ray cluster at {address}"
-        raise RayEvaluationError(f"--ray: cannot start or reach {where}: {_first_line(exc)}") from exc
-    except BaseException:
-        ray.shutdown()
-        raise
-    finally:
-        if handler is not None:
-            signal.signal(signal.SIGTERM, handler)
-
+        ray_support.connect(address, num_cpus, "--ray")
+    except ConnectionError as exc:
+        raise RayEvaluationError(f"--ray: {exc}") from None
 
 def _run_all(ray: Any, pending: Sequence[Unit], bank: str, num_nodes: int, finish: Finish) -> None:
     """Submit every unit, collect them as they finish, and cancel what is left if anything goes wrong."""

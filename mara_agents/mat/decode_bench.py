@@ -21,7 +21,6 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import torch
 

@@ -17,21 +17,17 @@ or reached, failing fast on an address nobody answers.
 from __future__ import annotations
 
 import math
-import signal
-import socket
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from curves.ray_support import require_ray
+from curves.ray_support import connect as ray_connect
 from mara_env.live.jobs import Job, check_jobs, job_step
 from mara_env.live.tasks import LiveTask
 from mara_env.live.worker import train_batch, warm_up
 
 STARTUP_TIMEOUT_S = 120.0
-CONNECT_TIMEOUT_S = 30.0
 POLL_S = 0.5  # the dispatch loop wakes at least this often: step timeouts and Ctrl-C are handled promptly
 # Ray starts worker processes at niceness 15, so on a machine where other processes run at the default priority a
 # node gets a few per cent of a core: two 0.5-CPU nodes beside two busy loops on 2 cores took over 120 s to import
@@ -40,61 +36,11 @@ POLL_S = 0.5  # the dispatch loop wakes at least this often: step timeouts and C
 NODE_RUNTIME_ENV = {"env_vars": {"RAY_worker_niceness": "0"}}
 
 
-def connect(address: str | None = None, num_cpus: int | None = None, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """``ray.init`` once: the cluster at ``address``, or a new local Ray with ``num_cpus`` logical CPUs (never a
-    cluster that ``RAY_ADDRESS`` or a running ``ray start`` happens to name: local means local).
-
-    A cluster address (``host:port``, ``ray://host:port``, ``auto``) is first probed with a TCP connection
-    within ``timeout_s``: where nobody answers, ``ConnectionError`` names the address at once instead of Ray
-    retrying for minutes.  So does any failure of ``ray.init`` itself.  The caller's SIGTERM handler is kept
-    (``ray.init`` installs its own, which would make SIGTERM a plain exit instead of an interruption).
-    """
-    ray = require_ray("live scheduling (MARA-live-v0)")
-
-    if ray.is_initialized():
-        return
-    main_thread = threading.current_thread() is threading.main_thread()
-    handler = signal.getsignal(signal.SIGTERM) if main_thread else None
-    try:
-        if address is None:
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
-        else:
-            _probe(address, timeout_s)
-            ray.init(address=address, include_dashboard=False)
-    except (ConnectionError, OSError, ValueError, RuntimeError) as exc:
-        ray.shutdown()
-        where = "start a local Ray" if address is None else f"reach the Ray cluster at {address}"
-        detail = str(exc) if isinstance(exc, _Unreachable) else _first_line(exc)
-        raise ConnectionError(f"cannot {where}: {detail}") from None
-    except BaseException:
-        ray.shutdown()
-        raise
-    finally:
-        if handler is not None:
-            signal.signal(signal.SIGTERM, handler)
-
-
-def _probe(address: str, timeout_s: float) -> None:
-    """Open and close a TCP connection to the host and port ``address`` names (``auto`` is resolved as Ray
-    resolves it); ``ConnectionError`` if that fails within ``timeout_s``."""
-    target = address
-    if address == "auto":
-        from ray._private.services import canonicalize_bootstrap_address
-
-        target = canonicalize_bootstrap_address("auto") or ""
-        if not target:
-            raise _Unreachable("no running Ray cluster found (RAY_ADDRESS is unset and none runs here)")
-    host, _, port = target.split("://", 1)[-1].rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"expected HOST:PORT, ray://HOST:PORT or auto, got {address!r}")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise _Unreachable(f"nothing answers there ({exc}; waited at most {timeout_s:g} s)") from None
-
-
-class _Unreachable(ConnectionError):
-    """The TCP probe of a cluster address failed (its message is already the whole story)."""
+def connect(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Ray for the live backend: the cluster at ``address``, or (None) a new local Ray with ``num_cpus``
+    logical CPUs; ``ConnectionError`` naming the address within 30 s where nobody answers
+    (:func:`curves.ray_support.connect`)."""
+    ray_connect("local" if address is None else address, num_cpus, "live scheduling (MARA-live-v0)")
 
 
 @dataclass

@@ -206,7 +206,7 @@ def test_sigterm_of_a_real_build_exits_130_and_keeps_every_finished_curve(tmp_pa
 
 
 @pytest.mark.parametrize(("address", "pattern"), [
-    ("127.0.0.1:1", r"--ray: cannot start or reach the Ray cluster at 127\.0\.0\.1:1: nothing answers"),
+    ("127.0.0.1:1", r"--ray: cannot reach the Ray cluster at 127\.0\.0\.1:1: nothing answers"),
     ("nonsense", r"--ray: .*Ray address 'nonsense' must look like HOST:PORT")])
 def test_an_unreachable_ray_address_fails_at_once_naming_it(address, pattern, tmp_path, capsys, no_work):
     import re

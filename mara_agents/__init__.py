@@ -19,7 +19,7 @@ from mara_agents.policy import NodeActor, Policy
 
 __all__ = ["POLICIES", "EDFPolicy", "FIFOPolicy", "Method", "NodeActor", "Policy", "RandomPolicy", "make_policy"]
 
-FORECAST_ENV_ID = "MARA-Forecast-v0"
+from mara_agents.forecast_env import ENV_ID as FORECAST_ENV_ID  # noqa: E402
 
 if FORECAST_ENV_ID not in gymnasium.registry:
     gymnasium.register(id=FORECAST_ENV_ID, entry_point="mara_agents.forecast_env:ForecastEnv",

@@ -142,8 +142,9 @@ class MaskablePPOPolicy:
         self.num_nodes, self.num_slots = len(nvec), int(nvec[0]) - 1
         self.env_id, options = read_env_settings(self.checkpoint)
         self.features = None
-        if self.env_id == "MARA-Forecast-v0":
-            from mara_agents.forecast_env import forecast_features
+        from mara_agents.forecast_env import ENV_ID as FORECAST_ENV_ID, forecast_features
+
+        if self.env_id == FORECAST_ENV_ID:
 
             self.features = forecast_features(options.get("predictor", "fm"), options.get("forecast", "median"),
                                               self.num_nodes)

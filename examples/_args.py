@@ -28,9 +28,14 @@ def number(low: float, high: float | None = None, open_low: bool = False) -> Cal
     return checks.argparse_type(checks.number, None, float, low=low, high=high, low_open=open_low)
 
 
+def _as_text(check: Callable[[str, object], Path]) -> Callable[[str, object], str]:
+    """A path check whose result is the path as text, which env options and JSON manifests take as given."""
+    return lambda name, value: str(check(name, value))
+
+
 seed = integer(0, MAX_SEED)
-existing_dir = checks.argparse_type(checks.existing_dir)
-existing_file = checks.argparse_type(checks.existing_file)
+existing_dir = checks.argparse_type(_as_text(checks.existing_dir))
+existing_file = checks.argparse_type(_as_text(checks.existing_file))
 # A directory that exists and takes files, or can be made; probed with a real file (read-only mounts, /proc, root).
 writable_dir = checks.argparse_type(checks.writable_dir)
 

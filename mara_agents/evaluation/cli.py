@@ -154,14 +154,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             setattr(args, name, default)
     args.loads = tuple(args.loads)
     args.scratch = args.out is None and not full
-    if args.out is None:
-        args.out = Path(tempfile.mkdtemp(prefix="mara-quick-" if args.quick else "mara-eval-")) if args.scratch \
-            else RESULTS
     args.experiments = list(dict.fromkeys(args.experiments or EXPERIMENTS))
-    outputs = {path.resolve() for path in written_files(args.out)}
-    for flag, path in (("--cache", args.cache), ("--readme", args.readme)):
-        if path is not None and path.resolve() in outputs:
-            parser.error(f"{flag} {path}: the run writes this file itself under --out {args.out}; name another")
+    if not args.scratch:  # a new scratch directory holds nothing the user named
+        args.out = args.out or RESULTS
+        outputs = {path.resolve() for path in written_files(args.out)}
+        for flag, path in (("--cache", args.cache), ("--readme", args.readme)):
+            if path is not None and path.resolve() in outputs:
+                parser.error(f"{flag} {path}: the run writes this file itself under --out {args.out}; name another")
+    else:  # made last, so that a refused command leaves no empty directory behind
+        args.out = Path(tempfile.mkdtemp(prefix="mara-quick-" if args.quick else "mara-eval-"))
     return args
 
 

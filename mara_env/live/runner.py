@@ -170,8 +170,12 @@ class BatchRunner:
                     out.worker_sum_s += stats["worker_s"]
                 self._stop_overdue(pending, out)
         except BaseException:
-            for ref in pending:
-                self._cancel(ref)
+            # Only batches still running are cancelled: cancelling one whose reply is on its way can abort
+            # Ray's core worker ("Tried to complete task that was not pending").
+            if pending:
+                _, running = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+                for ref in running:
+                    self._cancel(ref)
             raise
         out.wall_s = time.perf_counter() - began
         return out

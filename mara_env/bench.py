@@ -31,8 +31,6 @@ environment package needs nothing from the agents package.
 
 from __future__ import annotations
 
-import argparse
-import os
 import resource
 import sys
 import time
@@ -44,6 +42,8 @@ import numpy as np
 
 import mara_env
 from curves.bank import atomic_write_text
+from curves.checks import argparse_type, existing_dir, integer, writable_file
+from curves.cli import Parser
 from mara_env.config import MARAConfig
 from mara_env.features import TASK_FEATURE_INDEX
 
@@ -223,40 +223,23 @@ def run(bank: str | None, steps: int, emit: Callable[[str], None], sizes: tuple[
     emit(f"peak memory (this process):       {peak:11,.0f} MiB")
 
 
-def unwritable(path: Path) -> str | None:
-    """Why ``path`` cannot be written as a file (``None`` when it can): checked before the bench runs."""
-    if path.is_dir():
-        return "is a directory"
-    parent = path.parent
-    if not parent.is_dir():
-        return f"its folder {parent} does not exist"
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        return "is not writable"
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="MARA-v0 environment throughput")
-    parser.add_argument("--bank", default=None, help="curve bank directory (default: the shipped bank)")
-    parser.add_argument("--steps", type=int, default=20000, help="env steps per single-env figure (>= 1000)")
+    parser = Parser(description="MARA-v0 environment throughput")
+    parser.add_argument("--bank", default=None, type=argparse_type(existing_dir),
+                        help="curve bank directory (default: the shipped bank)")
+    parser.add_argument("--steps", type=argparse_type(integer, None, int, low=1000, high=10**8), default=20000,
+                        help="env steps per single-env figure (>= 1000)")
     parser.add_argument("--sizes", default=",".join(map(str, VECTOR_SIZES)),
                         help="comma-separated numbers of episodes N for the vector env")
-    parser.add_argument("--out", default=None, help="also write the figures to this file")
+    parser.add_argument("--out", default=None, type=argparse_type(writable_file),
+                        help="also write the figures to this file (checked before the bench runs)")
     args = parser.parse_args(argv)
-    if args.steps < 1000:
-        parser.error(f"--steps must be at least 1000, got {args.steps}")
     try:
         sizes = tuple(int(size) for size in args.sizes.split(","))
     except ValueError:
         sizes = ()
-    if not sizes or min(sizes) < 1:
-        parser.error(f"--sizes must list positive integers such as 1,4,16, got {args.sizes!r}")
-    if args.bank is not None and not Path(args.bank).is_dir():
-        parser.error(f"--bank {args.bank}: no such directory")
-    problem = unwritable(Path(args.out)) if args.out is not None else None
-    if problem:
-        print(f"error: --out {args.out!r} {problem}", file=sys.stderr)
-        return 2
+    if not sizes or min(sizes) < 1 or max(sizes) > 65536:
+        parser.error(f"--sizes must list integers in 1 … 65536 such as 1,4,16, got {args.sizes!r}")
     lines: list[str] = []
 
     def emit(line: str) -> None:

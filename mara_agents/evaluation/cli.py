@@ -112,15 +112,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: 2 roots × 1 episode, loads 0.04 and 0.07, one training seed; writes to a "
                              "new scratch directory unless --out is given")
-    parser.add_argument("--out", type=checks.argparse_type(checks.writable_dir, "--out"),
+    parser.add_argument("--out", type=checks.argparse_type(checks.writable_dir),
                         help="output directory (default: results/ for the full default run, else a new scratch "
                              "directory named on the last line)")
-    parser.add_argument("--bank", type=checks.argparse_type(checks.existing_dir, "--bank"), default=DEFAULT_BANK,
+    parser.add_argument("--bank", type=checks.argparse_type(checks.existing_dir), default=DEFAULT_BANK,
                         help="curve bank directory")
-    parser.add_argument("--workloads", type=checks.argparse_type(checks.existing_dir, "--workloads"),
+    parser.add_argument("--workloads", type=checks.argparse_type(checks.existing_dir),
                         default=WORKLOAD_DIR,
                         help="fixed workload directory")
-    parser.add_argument("--cache", type=checks.argparse_type(checks.writable_file, "--cache"),
+    parser.add_argument("--cache", type=checks.argparse_type(checks.writable_file),
                         help="result cache (default OUT/cache.sqlite)")
     parser.add_argument("--jobs", type=count("--jobs", MAX_JOBS), default=os.cpu_count() or 1,
                         help=f"worker processes, one thread each (default: all cores, at most {MAX_JOBS}); with "
@@ -129,7 +129,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="run the episodes as Ray tasks: on a local Ray, or on the cluster at ADDRESS (auto, "
                              "HOST:PORT, ray://HOST:PORT); same cache and results (docs/ray.md)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--readme", type=checks.argparse_type(checks.writable_file, "--readme"), metavar="FILE",
+    parser.add_argument("--readme", type=checks.argparse_type(checks.writable_file), metavar="FILE",
                         help="also replace FILE's '## Results' section with this run's (with machine and wall time)")
     args = parser.parse_args(argv)
     unknown = [e for e in args.experiments if e not in EXPERIMENTS]

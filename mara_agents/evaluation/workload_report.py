@@ -153,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     """CLI: report on the fixed workloads (or a directory of them) and check the gates at p = 0.04."""
     parser = argparse.ArgumentParser(prog="python -m mara_agents.evaluation.workload_report",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=checks.argparse_type(checks.existing_dir, "--dir"), default=WORKLOAD_DIR,
+    parser.add_argument("--dir", type=checks.argparse_type(checks.existing_dir), default=WORKLOAD_DIR,
                         help="directory of workload files")
-    parser.add_argument("--bank", default=None, type=checks.argparse_type(checks.existing_dir, "--bank"),
+    parser.add_argument("--bank", default=None, type=checks.argparse_type(checks.existing_dir),
                         help="curve bank the workloads reference (default: shipped)")
     parser.add_argument("--loads", type=float, nargs="+", choices=EVAL_LOADS, default=list(EVAL_LOADS),
                         metavar="P", help="loads to report, among 0.04 0.05 0.06 0.07")

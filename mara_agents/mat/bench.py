@@ -155,7 +155,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--fm-checkpoint", default="", help="FM checkpoint ('' = the shipped one)")
     parser.add_argument("--unverified", action="store_true",
                         help="accept an --fm-checkpoint without a manifest to verify it against")
-    parser.add_argument("--out", type=checks.argparse_type(checks.writable_file, "--out"), default=None,
+    parser.add_argument("--out", type=checks.argparse_type(checks.writable_file), default=None,
                         help="also write the lines to this file")
     return parser.parse_args(argv)
 

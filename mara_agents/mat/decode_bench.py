@@ -66,7 +66,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batches", default="1,4,32", help="comma-separated batch sizes (rows per call)")
     parser.add_argument("--calls", type=int, default=100, help="calls per timing")
     parser.add_argument("--repeats", type=int, default=5, help="timings per figure (the best is kept)")
-    parser.add_argument("--out", type=checks.argparse_type(checks.writable_file, "--out"), default=None,
+    parser.add_argument("--out", type=checks.argparse_type(checks.writable_file), default=None,
                         help="also write the lines to this file")
     return parser.parse_args(argv)
 

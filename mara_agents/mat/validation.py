@@ -116,14 +116,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "drawn from val curves; no test curve is touched.")
     parser.add_argument("targets", nargs="+", help="checkpoint .pt files, method names (fifo, lara, mara, ...) or "
                                                    "checkpoints joined by '+' (decoded as one ensemble)")
-    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=checks.argparse_type(checks.existing_dir, "--bank"),
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=checks.argparse_type(checks.existing_dir),
                         help="curve bank directory")
-    parser.add_argument("--dir", default="runs/check", type=checks.argparse_type(checks.writable_dir, "--dir"),
+    parser.add_argument("--dir", default="runs/check", type=checks.argparse_type(checks.writable_dir),
                         help="where the check workload files are drawn once and kept")
     parser.add_argument("--unverified", action="store_true",
                         help="accept checkpoints without a manifest to verify them against")
     parser.add_argument("--task-set", default="id", help="task set of the mixture workload (default: id)")
-    parser.add_argument("--load", type=checks.argparse_type(checks.number, "--load", float, low=0.0, high=1.0),
+    parser.add_argument("--load", type=checks.argparse_type(checks.number, None, float, low=0.0, high=1.0),
                         default=0.04, help="arrival load p of the mixture (default: 0.04)")
     parser.add_argument("--roots", type=int, default=4, help="roots of each workload (default: 4)")
     parser.add_argument("--episodes", type=int, default=12, help="episodes per root (default: 12)")

@@ -326,20 +326,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     benchmark never replaces the shipped ``results/`` (``evaluate.py table1`` writes those)."""
     parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.bench",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=checks.argparse_type(checks.existing_dir, "--bank"),
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=checks.argparse_type(checks.existing_dir),
                         help="curve bank directory")
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT),
-                        type=checks.argparse_type(checks.existing_file, "--checkpoint"), help="FM checkpoint")
+                        type=checks.argparse_type(checks.existing_file), help="FM checkpoint")
     parser.add_argument("--unverified", action="store_true",
                         help="accept a --checkpoint without a manifest to verify it against")
-    parser.add_argument("--out", type=checks.argparse_type(checks.writable_dir, "--out"),
+    parser.add_argument("--out", type=checks.argparse_type(checks.writable_dir),
                         help="where tables and figures go (default: a new scratch directory)")
-    parser.add_argument("--seed", type=checks.argparse_type(checks.integer, "--seed", int, low=0), default=0,
+    parser.add_argument("--seed", type=checks.argparse_type(checks.integer, None, int, low=0), default=0,
                         help="seed of the per-curve ε and B draws")
     parser.add_argument("--threads", default=1,
-                        type=checks.argparse_type(checks.integer, "--threads", int, low=1, high=MAX_THREADS),
+                        type=checks.argparse_type(checks.integer, None, int, low=1, high=MAX_THREADS),
                         help="torch CPU threads for the timing")
-    parser.add_argument("--device", default="cpu", type=checks.argparse_type(checks.torch_device, "--device"),
+    parser.add_argument("--device", default="cpu", type=checks.argparse_type(checks.torch_device),
                         help="torch device for FM")
     args = parser.parse_args(argv)
     if args.out is None:

@@ -33,12 +33,15 @@ def test_bench_refuses_bad_arguments_naming_the_flag(argv, capsys):
     assert "error:" in error and argv[0] in error
 
 
-@pytest.mark.parametrize("where", ["no_folder/figures.txt", "a_folder", ""])
+@pytest.mark.parametrize("where", ["a_file/figures.txt", "a_folder", "", "/proc/figures.txt"])
 def test_bench_refuses_an_unwritable_out_before_running(tmp_path, capsys, where, monkeypatch):
     (tmp_path / "a_folder").mkdir()
-    out = str(tmp_path / where) if where else str(tmp_path)
+    (tmp_path / "a_file").write_text("x")
+    out = where if where.startswith("/") else str(tmp_path / where) if where else str(tmp_path)
     monkeypatch.setattr("mara_env.bench.run", lambda *args: pytest.fail("the bench ran"))
-    assert main(["--steps", "1000", "--out", out]) == 2
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--steps", "1000", "--out", out])
+    assert exit_info.value.code == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     lines = captured.err.strip().splitlines()

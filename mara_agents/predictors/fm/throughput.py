@@ -56,20 +56,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line settings."""
     parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.fm.throughput",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=checks.argparse_type(checks.integer, "--rows", int, low=1, high=MAX_ROWS),
+    parser.add_argument("--rows", type=checks.argparse_type(checks.integer, None, int, low=1, high=MAX_ROWS),
                         nargs="+", default=list(ROWS), help=f"prefixes per call (at most {MAX_ROWS})")
-    parser.add_argument("--repeats", type=checks.argparse_type(checks.integer, "--repeats", int, low=1, high=1000),
+    parser.add_argument("--repeats", type=checks.argparse_type(checks.integer, None, int, low=1, high=1000),
                         default=5, help="timed rounds per size (the best is printed)")
-    parser.add_argument("--seconds", type=checks.argparse_type(checks.number, "--seconds", float, low=0.0, high=3600.0,
+    parser.add_argument("--seconds", type=checks.argparse_type(checks.number, None, float, low=0.0, high=3600.0,
                                                                low_open=True),
                         default=0.5, help="about how long one round lasts")
-    parser.add_argument("--threads", type=checks.argparse_type(checks.integer, "--threads", int, low=1,
+    parser.add_argument("--threads", type=checks.argparse_type(checks.integer, None, int, low=1,
                                                                high=MAX_THREADS), default=1, help="torch CPU threads")
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT),
-                        type=checks.argparse_type(checks.existing_file, "--checkpoint"), help="FM checkpoint")
+                        type=checks.argparse_type(checks.existing_file), help="FM checkpoint")
     parser.add_argument("--unverified", action="store_true",
                         help="accept a --checkpoint without a manifest to verify it against")
-    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=checks.argparse_type(checks.existing_dir, "--bank"),
+    parser.add_argument("--bank", default=str(DEFAULT_BANK), type=checks.argparse_type(checks.existing_dir),
                         help="curve bank whose ID test curves give the prefixes")
     return parser.parse_args(argv)
 

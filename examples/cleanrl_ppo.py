@@ -156,7 +156,9 @@ def save(agent: Agent, args: Args, env_steps: int, wall: float) -> Path:
     path = Path(args.out) / f"cleanrl_ppo_seed{args.seed}.pt"
     atomic_torch_save(agent.state_dict(), path)
     env_id, _ = _args.forecast_env(argparse.ArgumentParser(), args.forecast, args.forecast_kind)
-    write_checksum_manifest(path, {"method": "cleanrl-ppo", "env_id": env_id, "args": dataclasses.asdict(args),
+    write_checksum_manifest(path, {"method": "cleanrl-ppo", "env_id": env_id,
+                                   "args": {key: str(value) if isinstance(value, Path) else value
+                                            for key, value in dataclasses.asdict(args).items()},
                                    "env_steps": env_steps, "wall_s": round(wall, 1),
                                    "env_steps_per_s": round(env_steps / wall, 1)})
     return path

@@ -10,7 +10,8 @@ slot are resolved by ``conflicts="repair"``. The vector env resets an ended sub-
 (Gymnasium's ``NEXT_STEP`` autoreset): that step's action is ignored, so its transition is left out of the
 loss and GAE stops at the step that ended the episode. Read top to bottom: rollout, GAE, minibatch updates,
 TensorBoard logging with ``global_step`` (into a new ``cleanrl_ppo_N`` folder under ``--logdir``, by default
-the repository's gitignored ``runs/``). Each update prints the training env steps/s so far. ``--out DIR``
+the repository's gitignored ``runs/``). Each update prints the training env steps/s so far;
+``--check-episodes N`` then plays N greedy episodes on val curves, all at once in one vector env. ``--out DIR``
 writes the trained network as ``DIR/cleanrl_ppo_seed{S}.pt`` with a JSON manifest (the flags, the env, the
 throughput, the SHA-256), both atomically. Every flag is checked before anything is built.
 
@@ -26,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -80,6 +82,8 @@ class Args:
     """seed of the envs and the network"""
     logdir: str = str(_args.DEFAULT_LOGDIR)
     """TensorBoard directory (each run writes a new cleanrl_ppo_N folder in it)"""
+    check_episodes: int = 0
+    """greedy episodes on val curves after training (sub-env i reset with seed i); 0: no check"""
     out: str = ""
     """directory for cleanrl_ppo_seed{S}.pt and its manifest (empty: do not save)"""
 
@@ -92,7 +96,7 @@ CHECKS = {"total_timesteps": _args.integer(1, 10**9), "num_envs": _args.integer(
           "ent_coef": _args.number(0, 10), "vf_coef": _args.number(0, 10),
           "max_grad_norm": _args.number(0, open_low=True), "forecast": _args.forecast,
           "forecast_kind": _args.forecast_kind, "flat_history": _args.integer(1),
-          "arrival_window": _args.integer(1), "bank": lambda text: text and _args.existing_dir(text),
+          "arrival_window": _args.integer(1), "check_episodes": _args.integer(0, 10**4), "bank": lambda text: text and _args.existing_dir(text),
           "seed": _args.seed, "logdir": lambda text: str(_args.writable_dir(text)),
           "out": lambda text: text and str(_args.writable_dir(text))}
 
@@ -110,12 +114,14 @@ def parse_args(argv: list[str] | None = None) -> Args:
     return args
 
 
-def make_envs(args: Args, parser: argparse.ArgumentParser | None = None, num_envs: int | None = None) -> gym.Env:
-    """The native vector env of ``args.num_envs`` (or ``num_envs``) sub-envs with the recipe's options."""
+def make_envs(args: Args, parser: argparse.ArgumentParser | None = None, num_envs: int | None = None,
+              **options: Any) -> gym.Env:
+    """The native vector env of ``args.num_envs`` (or ``num_envs``) sub-envs with the recipe's options (and
+    ``options``, e.g. ``curve_splits``)."""
     env_id, forecast = _args.forecast_env(parser or argparse.ArgumentParser(), args.forecast, args.forecast_kind)
     kwargs = {"observation": "flat", "conflicts": "repair", "flat_history": args.flat_history,
               "arrival_window": args.arrival_window, **forecast, **({"bank": args.bank} if args.bank else {})}
-    return gym.make_vec(env_id, num_envs=num_envs or args.num_envs, **kwargs)
+    return gym.make_vec(env_id, num_envs=num_envs or args.num_envs, **kwargs, **options)
 
 
 def layer(inputs: int, outputs: int, std: float = np.sqrt(2)) -> nn.Linear:
@@ -149,7 +155,28 @@ class Agent(nn.Module):
         return action, dist.log_prob(action).sum(-1), dist.entropy().sum(-1), self.critic(hidden).squeeze(-1)
 
 
-def save(agent: Agent, args: Args, env_steps: int, wall: float) -> Path:
+def check(agent: Agent, args: Args, episodes: int) -> list[float]:
+    """Greedy success rates of ``episodes`` episodes on val curves, all played at once: sub-env i is reset with
+    seed i and plays the episode ``gym.make(ENV, curve_splits=("val",)).reset(seed=i)`` would."""
+    envs = make_envs(args, num_envs=episodes, curve_splits=("val",))
+    obs, _ = envs.reset(seed=0)
+    rates = np.full(episodes, np.nan)
+    finished = np.zeros(episodes, dtype=bool)
+    while not finished.all():
+        with torch.no_grad():
+            logits = agent.actor(agent.trunk(torch.as_tensor(obs))).view(episodes, agent.nodes, agent.choices)
+        mask = torch.as_tensor(envs.action_masks()).view_as(logits)
+        picks = torch.where(mask, logits, torch.tensor(-1e8)).argmax(-1).numpy()
+        obs, _, terminated, _, info = envs.step(picks)
+        if "episode_metrics" in info:
+            ended = terminated & ~finished  # the first episode of each sub-env only
+            rates[ended] = info["episode_metrics"]["success_rate"][ended]
+            finished |= terminated
+    envs.close()
+    return rates.tolist()
+
+
+def save(agent: Agent, args: Args, env_steps: int, wall: float, checked: list[float]) -> Path:
     """Write ``cleanrl_ppo_seed{S}.pt`` (the network's weights) and its manifest into ``args.out``."""
     from mara_agents.checkpoint_io import atomic_torch_save, write_checksum_manifest
 
@@ -160,7 +187,8 @@ def save(agent: Agent, args: Args, env_steps: int, wall: float) -> Path:
                                    "args": {key: str(value) if isinstance(value, Path) else value
                                             for key, value in dataclasses.asdict(args).items()},
                                    "env_steps": env_steps, "wall_s": round(wall, 1),
-                                   "env_steps_per_s": round(env_steps / wall, 1)})
+                                   "env_steps_per_s": round(env_steps / wall, 1),
+                                   "check_val_success_rates": [None if np.isnan(r) else r for r in checked]})
     return path
 
 
@@ -252,8 +280,13 @@ def main(argv: list[str] | None = None) -> list[float]:
     writer.close()
     wall = time.time() - start
     print(f"trained {global_step} env steps in {wall:.0f} s: {global_step / wall:.0f} training env steps/s")
+    checked = check(agent, args, args.check_episodes) if args.check_episodes else []
+    if checked:
+        rates = [rate for rate in checked if not np.isnan(rate)]
+        mean = f"{100 * np.mean(rates):.1f} %" if rates else "n/a (no tasks)"
+        print(f"greedy check: success rate {mean} over {len(checked)} episodes on val curves")
     if args.out:
-        print(f"wrote {save(agent, args, global_step, wall)}")
+        print(f"wrote {save(agent, args, global_step, wall, checked)}")
     return success_rates
 
 

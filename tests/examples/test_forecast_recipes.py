@@ -74,13 +74,15 @@ def test_cleanrl_recipe_trains_on_the_native_forecast_vector_env(bank_dir, tmp_p
     envs.close()
     rates = recipe.main(["--forecast", "fm", "--total-timesteps", "800", "--num-envs", "2", "--num-steps", "50",
                          "--num-minibatches", "2", "--arrival-window", "20", "--bank", str(bank_dir),
-                         "--logdir", str(tmp_path / "tb"), "--out", str(tmp_path / "out")])
+                         "--check-episodes", "3", "--logdir", str(tmp_path / "tb"), "--out", str(tmp_path / "out")])
     finished = [r for r in rates if not math.isnan(r)]
     assert finished and all(0.0 <= r <= 1.0 for r in finished)
     assert {"charts/success_rate", "charts/SPS"} <= scalar_tags(tmp_path / "tb")
-    assert "training env steps/s" in capsys.readouterr().out.splitlines()[-2]
+    lines = capsys.readouterr().out.splitlines()
+    assert "training env steps/s" in lines[-3] and "over 3 episodes on val curves" in lines[-2]
     manifest = json.loads((tmp_path / "out" / "cleanrl_ppo_seed0.json").read_text())
     assert manifest["env_id"] == "MARA-Forecast-v0" and manifest["env_steps"] == 800
+    assert len(manifest["check_val_success_rates"]) == 3
     weights = torch.load(tmp_path / "out" / "cleanrl_ppo_seed0.pt", weights_only=True)
     assert weights["trunk.0.weight"].shape == (128, 404)
 

@@ -96,7 +96,8 @@ CHECKS = {"total_timesteps": _args.integer(1, 10**9), "num_envs": _args.integer(
           "ent_coef": _args.number(0, 10), "vf_coef": _args.number(0, 10),
           "max_grad_norm": _args.number(0, open_low=True), "forecast": _args.forecast,
           "forecast_kind": _args.forecast_kind, "flat_history": _args.integer(1),
-          "arrival_window": _args.integer(1), "check_episodes": _args.integer(0, 10**4), "bank": lambda text: text and _args.existing_dir(text),
+          "arrival_window": _args.integer(1), "check_episodes": _args.integer(0, 10**4),
+          "bank": lambda text: text and _args.existing_dir(text),
           "seed": _args.seed, "logdir": lambda text: str(_args.writable_dir(text)),
           "out": lambda text: text and str(_args.writable_dir(text))}
 

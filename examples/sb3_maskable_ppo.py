@@ -144,7 +144,8 @@ def evaluate(model: Any, episodes: int | list[int], masked: bool = True, env_id:
     return rows
 
 
-def resume_point(parser: argparse.ArgumentParser, out: Path, seed: int, run: dict[str, Any]) -> tuple[Path | None, float]:
+def resume_point(parser: argparse.ArgumentParser, out: Path, seed: int,
+                 run: dict[str, Any]) -> tuple[Path | None, float]:
     """(the saved state to continue from, the wall seconds spent before it) for this ``run`` in ``out``: the
     periodic state if there is one, else the final model if it is of this run, else ``(None, 0)``. A state of
     other settings is a usage error: resuming it would mix two runs."""
@@ -220,8 +221,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
              "success_rate": float(np.mean(rates)) if rates else None,
              "conflicts": float(sum(r["conflicts"] for r in rows)), "repaired": float(sum(r["repaired"] for r in rows))}
     rate = f"{100 * check['success_rate']:.1f} %" if rates else "n/a"
-    print(f"MaskablePPO on {env_id}, {args.steps} steps, seed {args.seed} ({wall:.0f} s, {model.num_timesteps / wall:.0f} "
-          f"env steps/s): check success rate {rate} over {len(rows)} episodes "
+    print(f"MaskablePPO on {env_id}, {args.steps} steps, seed {args.seed} ({wall:.0f} s, "
+          f"{model.num_timesteps / wall:.0f} env steps/s): check success rate {rate} over {len(rows)} episodes "
           f"({check['on']}); conflicts {check['conflicts']:.0f}, repaired picks {check['repaired']:.0f}")
     if args.out is not None:
         from mara_agents.allocators.third_party import save_maskable_ppo

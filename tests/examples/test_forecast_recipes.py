@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-
 from test_examples import load, scalar_tags
 
 SB3 = ["--n-steps", "64", "--n-envs", "2", "--episodes", "1", "--arrival-window", "20", "--forecast", "fm"]

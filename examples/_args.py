@@ -54,6 +54,32 @@ def env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {"arrival_window": args.arrival_window, **({"bank": args.bank} if args.bank else {})}
 
 
+FORECASTS = ("none", "fm", "wls")
+FORECAST_KINDS = ("median", "samples")
+forecast = checks.argparse_type(checks.choice, None, str, choices=FORECASTS)
+forecast_kind = checks.argparse_type(checks.choice, None, str, choices=FORECAST_KINDS)
+
+
+def add_forecast_flags(parser: argparse.ArgumentParser) -> None:
+    """``--forecast`` and ``--forecast-kind``: train on ``MARA-Forecast-v0`` with a frozen predictor's features."""
+    parser.add_argument("--forecast", type=forecast, default="none",
+                        help="append this frozen predictor's forecast features (MARA-Forecast-v0); none: MARA-v0")
+    parser.add_argument("--forecast-kind", type=forecast_kind, default="median",
+                        help="median: 6 + M features per slot; samples (with --forecast fm): 3 more from FM's samples")
+
+
+def forecast_env(parser: argparse.ArgumentParser, predictor: str, kind: str) -> tuple[str, dict[str, Any]]:
+    """(env id, forecast options) of the ``--forecast``/``--forecast-kind`` values; a usage error for a
+    combination the env refuses (samples need FM's per-sample estimates)."""
+    if kind != "median" and predictor != "fm":
+        parser.error(f"--forecast-kind {kind} needs --forecast fm, got --forecast {predictor}")
+    if predictor == "none":
+        return "MARA-v0", {}
+    from mara_agents.forecast_env import ENV_ID  # importing mara_agents registers it
+
+    return ENV_ID, {"predictor": predictor, "forecast": kind}
+
+
 def add_logdir(parser: argparse.ArgumentParser) -> None:
     """``--logdir``: where the TensorBoard event files go."""
     parser.add_argument("--logdir", type=writable_dir, default=DEFAULT_LOGDIR,

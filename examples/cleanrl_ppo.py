@@ -1,12 +1,22 @@
-"""CleanRL-style single-file PPO on ``MARA-v0`` with the flat observation and per-node action masks.
+"""CleanRL-style single-file PPO on the native vector env of ``MARA-v0`` (or ``MARA-Forecast-v0``), flat
+observation, per-node action masks.
 
-One MLP reads the flat observation (``observation="flat"``) and emits, for each of the M nodes, logits over
-idle and the K slots; empty slots are masked out with the env's ``action_masks()``; nodes that still pick
-the same slot are resolved by ``conflicts="repair"``. Read top to bottom: rollout, GAE, minibatch updates,
+``gym.make_vec(ENV, num_envs=N)`` steps all N episodes as arrays in one env object
+(:mod:`mara_env.vector_env`); with ``--forecast fm`` (or ``wls``) it is ``MARA-Forecast-v0``, whose frozen
+predictor runs once per step for all N sub-envs and whose features follow the flat vector. One MLP reads the
+flat observation (``observation="flat"``) and emits, for each of the M nodes, logits over idle and the K
+slots; empty slots are masked out with the vector env's ``action_masks()``; nodes that still pick the same
+slot are resolved by ``conflicts="repair"``. The vector env resets an ended sub-env on its next step
+(Gymnasium's ``NEXT_STEP`` autoreset): that step's action is ignored, so its transition is left out of the
+loss and GAE stops at the step that ended the episode. Read top to bottom: rollout, GAE, minibatch updates,
 TensorBoard logging with ``global_step`` (into a new ``cleanrl_ppo_N`` folder under ``--logdir``, by default
-the repository's gitignored ``runs/``). Every flag is checked before anything is built.
+the repository's gitignored ``runs/``). Each update prints the training env steps/s so far;
+``--check-episodes N`` then plays N greedy episodes on val curves, all at once in one vector env. ``--out DIR``
+writes the trained network as ``DIR/cleanrl_ppo_seed{S}.pt`` with a JSON manifest (the flags, the env, the
+throughput, the SHA-256), both atomically. Every flag is checked before anything is built.
 
     python examples/cleanrl_ppo.py --total-timesteps 100000
+    python examples/cleanrl_ppo.py --forecast fm --num-envs 64 --num-steps 64 --total-timesteps 200000
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -57,6 +68,10 @@ class Args:
     """value loss weight"""
     max_grad_norm: float = 0.5
     """gradient clipping"""
+    forecast: str = "none"
+    """fm or wls: train on MARA-Forecast-v0 with this frozen predictor's features (none: MARA-v0)"""
+    forecast_kind: str = "median"
+    """median, or samples (with --forecast fm) for FM's spread as well"""
     flat_history: int = 16
     """loss-history points per slot in the observation"""
     arrival_window: int = 500
@@ -67,6 +82,10 @@ class Args:
     """seed of the envs and the network"""
     logdir: str = str(_args.DEFAULT_LOGDIR)
     """TensorBoard directory (each run writes a new cleanrl_ppo_N folder in it)"""
+    check_episodes: int = 0
+    """greedy episodes on val curves after training (sub-env i reset with seed i); 0: no check"""
+    out: str = ""
+    """directory for cleanrl_ppo_seed{S}.pt and its manifest (empty: do not save)"""
 
 
 # How each flag's text becomes a value; a bad one is a one-line usage error (exit 2) before any work.
@@ -75,9 +94,12 @@ CHECKS = {"total_timesteps": _args.integer(1, 10**9), "num_envs": _args.integer(
           "gamma": _args.number(0, 1), "gae_lambda": _args.number(0, 1), "num_minibatches": _args.integer(1),
           "update_epochs": _args.integer(1, 1000), "clip_coef": _args.number(0, 10, open_low=True),
           "ent_coef": _args.number(0, 10), "vf_coef": _args.number(0, 10),
-          "max_grad_norm": _args.number(0, open_low=True), "flat_history": _args.integer(1),
-          "arrival_window": _args.integer(1), "bank": lambda text: text and _args.existing_dir(text),
-          "seed": _args.seed, "logdir": lambda text: str(_args.writable_dir(text))}
+          "max_grad_norm": _args.number(0, open_low=True), "forecast": _args.forecast,
+          "forecast_kind": _args.forecast_kind, "flat_history": _args.integer(1),
+          "arrival_window": _args.integer(1), "check_episodes": _args.integer(0, 10**4),
+          "bank": lambda text: text and _args.existing_dir(text),
+          "seed": _args.seed, "logdir": lambda text: str(_args.writable_dir(text)),
+          "out": lambda text: text and str(_args.writable_dir(text))}
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -89,14 +111,18 @@ def parse_args(argv: list[str] | None = None) -> Args:
     if args.num_minibatches > args.num_envs * args.num_steps:
         parser.error(f"--num-minibatches {args.num_minibatches} exceeds the batch, --num-envs × --num-steps = "
                      f"{args.num_envs * args.num_steps}")
-    _args.check_before_work(parser, lambda: make_env(args)).close()
+    _args.check_before_work(parser, lambda: make_envs(args, parser, 1)).close()
     return args
 
 
-def make_env(args: Args) -> gym.Env:
+def make_envs(args: Args, parser: argparse.ArgumentParser | None = None, num_envs: int | None = None,
+              **options: Any) -> gym.Env:
+    """The native vector env of ``args.num_envs`` (or ``num_envs``) sub-envs with the recipe's options (and
+    ``options``, e.g. ``curve_splits``)."""
+    env_id, forecast = _args.forecast_env(parser or argparse.ArgumentParser(), args.forecast, args.forecast_kind)
     kwargs = {"observation": "flat", "conflicts": "repair", "flat_history": args.flat_history,
-              "arrival_window": args.arrival_window}
-    return gym.make("MARA-v0", **kwargs, **({"bank": args.bank} if args.bank else {}))
+              "arrival_window": args.arrival_window, **forecast, **({"bank": args.bank} if args.bank else {})}
+    return gym.make_vec(env_id, num_envs=num_envs or args.num_envs, **kwargs, **options)
 
 
 def layer(inputs: int, outputs: int, std: float = np.sqrt(2)) -> nn.Linear:
@@ -130,13 +156,49 @@ class Agent(nn.Module):
         return action, dist.log_prob(action).sum(-1), dist.entropy().sum(-1), self.critic(hidden).squeeze(-1)
 
 
+def check(agent: Agent, args: Args, episodes: int) -> list[float]:
+    """Greedy success rates of ``episodes`` episodes on val curves, all played at once: sub-env i is reset with
+    seed i and plays the episode ``gym.make(ENV, curve_splits=("val",)).reset(seed=i)`` would."""
+    envs = make_envs(args, num_envs=episodes, curve_splits=("val",))
+    obs, _ = envs.reset(seed=0)
+    rates = np.full(episodes, np.nan)
+    finished = np.zeros(episodes, dtype=bool)
+    while not finished.all():
+        with torch.no_grad():
+            logits = agent.actor(agent.trunk(torch.as_tensor(obs))).view(episodes, agent.nodes, agent.choices)
+        mask = torch.as_tensor(envs.action_masks()).view_as(logits)
+        picks = torch.where(mask, logits, torch.tensor(-1e8)).argmax(-1).numpy()
+        obs, _, terminated, _, info = envs.step(picks)
+        if "episode_metrics" in info:
+            ended = terminated & ~finished  # the first episode of each sub-env only
+            rates[ended] = info["episode_metrics"]["success_rate"][ended]
+            finished |= terminated
+    envs.close()
+    return rates.tolist()
+
+
+def save(agent: Agent, args: Args, env_steps: int, wall: float, checked: list[float]) -> Path:
+    """Write ``cleanrl_ppo_seed{S}.pt`` (the network's weights) and its manifest into ``args.out``."""
+    from mara_agents.checkpoint_io import atomic_torch_save, write_checksum_manifest
+
+    path = Path(args.out) / f"cleanrl_ppo_seed{args.seed}.pt"
+    atomic_torch_save(agent.state_dict(), path)
+    env_id, _ = _args.forecast_env(argparse.ArgumentParser(), args.forecast, args.forecast_kind)
+    write_checksum_manifest(path, {"method": "cleanrl-ppo", "env_id": env_id,
+                                   "args": {key: str(value) if isinstance(value, Path) else value
+                                            for key, value in dataclasses.asdict(args).items()},
+                                   "env_steps": env_steps, "wall_s": round(wall, 1),
+                                   "env_steps_per_s": round(env_steps / wall, 1),
+                                   "check_val_success_rates": [None if np.isnan(r) else r for r in checked]})
+    return path
+
+
 def main(argv: list[str] | None = None) -> list[float]:
     """Train; returns the success rate of every episode that ended during training, in order."""
     args = parse_args(argv)
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # tiny networks: more threads only contend for the cores
     torch.manual_seed(args.seed)
-    envs = gym.vector.SyncVectorEnv([lambda: make_env(args) for _ in range(args.num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = make_envs(args)
     agent = Agent(envs.single_observation_space.shape[0], envs.single_action_space.nvec)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     writer = SummaryWriter(_args.new_run_dir(Path(args.logdir), "cleanrl_ppo"))
@@ -150,7 +212,7 @@ def main(argv: list[str] | None = None) -> list[float]:
 
     obs_np, _ = envs.reset(seed=args.seed)
     obs = torch.as_tensor(obs_np)
-    mask = torch.as_tensor(np.stack(envs.call("action_masks")))
+    mask = torch.as_tensor(envs.action_masks())
     done = torch.zeros(args.num_envs)
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
@@ -168,10 +230,10 @@ def main(argv: list[str] | None = None) -> list[float]:
             obs_np, reward, terminated, truncated, info = envs.step(action.numpy())
             reward_buf[step] = torch.as_tensor(reward, dtype=torch.float32)
             obs, done = torch.as_tensor(obs_np), torch.as_tensor(terminated | truncated, dtype=torch.float32)
-            mask = torch.as_tensor(np.stack(envs.call("action_masks")))
-            if "final_info" in info:
-                ended = info["final_info"]["_episode_metrics"]
-                for rate in info["final_info"]["episode_metrics"]["success_rate"][ended]:
+            mask = torch.as_tensor(envs.action_masks())
+            if "episode_metrics" in info:
+                ended = info["_episode_metrics"]
+                for rate in info["episode_metrics"]["success_rate"][ended]:
                     success_rates.append(float(rate))
                     writer.add_scalar("charts/success_rate", rate, global_step)
 
@@ -188,12 +250,13 @@ def main(argv: list[str] | None = None) -> list[float]:
                 advantages[t] = last_gae
             returns = advantages + value_buf
 
-        # Minibatch updates.
+        # Minibatch updates, over the steps that acted: a step after a done only reset its sub-env.
         b_obs, b_mask = obs_buf.reshape(batch_size, -1), mask_buf.reshape(batch_size, -1)
         b_action, b_logprob = action_buf.reshape(batch_size, -1), logprob_buf.reshape(-1)
         b_adv, b_ret = advantages.reshape(-1), returns.reshape(-1)
+        acted = torch.nonzero(done_buf.reshape(-1) == 0).squeeze(-1)
         for _ in range(args.update_epochs):
-            for idx in torch.randperm(batch_size).split(minibatch_size):
+            for idx in acted[torch.randperm(len(acted))].split(minibatch_size):
                 _, logprob, entropy, value = agent.act(b_obs[idx], b_mask[idx], b_action[idx])
                 ratio = (logprob - b_logprob[idx]).exp()
                 adv = (b_adv[idx] - b_adv[idx].mean()) / (b_adv[idx].std() + 1e-8)
@@ -208,13 +271,23 @@ def main(argv: list[str] | None = None) -> list[float]:
 
         writer.add_scalar("losses/policy", pg_loss.item(), global_step)
         writer.add_scalar("losses/value", v_loss.item(), global_step)
-        writer.add_scalar("charts/SPS", global_step / (time.time() - start), global_step)
+        steps_per_s = global_step / (time.time() - start)
+        writer.add_scalar("charts/SPS", steps_per_s, global_step)
         recent = [rate for rate in success_rates[-10:] if not np.isnan(rate)]  # NaN: an episode without tasks
         progress = ("no episode finished yet" if not success_rates else
                     f"recent success rate {np.mean(recent):.3f}" if recent else "the recent episodes had no tasks")
-        print(f"update {update + 1}/{updates}  step {global_step}  {progress}")
+        print(f"update {update + 1}/{updates}  step {global_step}  {steps_per_s:.0f} env steps/s  {progress}")
     envs.close()
     writer.close()
+    wall = time.time() - start
+    print(f"trained {global_step} env steps in {wall:.0f} s: {global_step / wall:.0f} training env steps/s")
+    checked = check(agent, args, args.check_episodes) if args.check_episodes else []
+    if checked:
+        rates = [rate for rate in checked if not np.isnan(rate)]
+        mean = f"{100 * np.mean(rates):.1f} %" if rates else "n/a (no tasks)"
+        print(f"greedy check: success rate {mean} over {len(checked)} episodes on val curves")
+    if args.out:
+        print(f"wrote {save(agent, args, global_step, wall, checked)}")
     return success_rates
 
 

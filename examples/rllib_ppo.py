@@ -4,11 +4,15 @@ All seven nodes share one policy. The env gives RLlib what its stock ``ActionMas
 (``observation="rllib"``: a flat ``observations`` Box and an ``action_mask``), repairs conflicting picks
 (``conflicts="repair"``, since the parallel env's masks cannot see the other nodes' choices), and splits
 the team reward evenly (``agent_reward="share"``) so that RLlib's episode return — the sum over agents — is
-the team return, counted once. Each iteration's team return, episode length, losses and sampled steps go
+the team return, counted once. ``--forecast fm`` (or ``wls``) trains on the PettingZoo forecast env
+(:func:`mara_agents.forecast_env.parallel_env`) instead: each node's ``observations`` vector carries the frozen
+predictor's per-slot forecast features, computed once per simulator step for all nodes (docs/environment.md,
+"MARA-Forecast-v0"). Each iteration's team return, episode length, losses and sampled steps go
 to TensorBoard in a new ``rllib_ppo_N`` folder under ``--logdir`` (default: the repository's gitignored
 ``runs/``). Every flag is checked before anything is built.
 
     python examples/rllib_ppo.py --iterations 20
+    python examples/rllib_ppo.py --iterations 20 --forecast fm
 """
 
 from __future__ import annotations
@@ -28,11 +32,21 @@ import _args  # noqa: E402  (the examples' shared flag checks)
 ENV_OPTIONS = {"observation": "rllib", "conflicts": "repair", "agent_reward": "share"}
 
 
+def parallel_env(env_config: dict[str, Any]) -> Any:
+    """The PettingZoo parallel env with the three options above: ``mara_env.parallel_env``, or the forecast env
+    when ``env_config`` names a ``predictor``."""
+    if "predictor" in env_config:
+        from mara_agents import forecast_env
+
+        return forecast_env.parallel_env(**ENV_OPTIONS, **env_config)
+    return mara_env.parallel_env(**ENV_OPTIONS, **env_config)
+
+
 def make_env(env_config: dict[str, Any]) -> Any:
-    """The RLlib env: ``ParallelPettingZooEnv`` over ``mara_env.parallel_env`` with the three options above."""
+    """The RLlib env: ``ParallelPettingZooEnv`` over :func:`parallel_env`."""
     from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 
-    return ParallelPettingZooEnv(mara_env.parallel_env(**ENV_OPTIONS, **env_config))
+    return ParallelPettingZooEnv(parallel_env(dict(env_config)))
 
 
 def build_config(env_config: dict[str, Any], batch_size: int, seed: int) -> Any:
@@ -65,7 +79,7 @@ def play(algo: Any, env_config: dict[str, Any], seed: int) -> tuple[dict[str, fl
     from ray.rllib.core.columns import Columns
 
     module = algo.get_module("nodes")
-    env = mara_env.parallel_env(**ENV_OPTIONS, **env_config)
+    env = parallel_env(env_config)
     observations, _ = env.reset(seed=seed)
     masked = 0
     while env.agents:
@@ -101,14 +115,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batch-size", type=_args.integer(1, 10**7), default=4000,
                         help="env steps per training iteration")
     _args.add_env_flags(parser)
+    _args.add_forecast_flags(parser)
     _args.add_logdir(parser)
     args = parser.parse_args(argv)
-    env_config = _args.env_kwargs(args)
-    _args.check_before_work(parser, lambda: mara_env.parallel_env(**ENV_OPTIONS, **env_config)).close()
+    _, forecast = _args.forecast_env(parser, args.forecast, args.forecast_kind)
+    env_config = {**_args.env_kwargs(args), **forecast}
+    _args.check_before_work(parser, lambda: parallel_env(env_config)).close()
 
     import ray
+    import torch
     from torch.utils.tensorboard import SummaryWriter
 
+    torch.set_num_threads(1)  # tiny networks: more threads only contend for the cores
     started = not ray.is_initialized()  # leave a Ray the caller started running
     if started:
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)

@@ -1,25 +1,34 @@
-"""sb3-contrib MaskablePPO on ``gym.make("MARA-v0")``: an off-the-shelf trainer, no wrapper.
+"""sb3-contrib MaskablePPO on ``gym.make("MARA-v0")`` or, with ``--forecast fm|wls``, on ``MARA-Forecast-v0``.
 
 Two env options make it work out of the box: ``observation="flat"`` (one float32 vector, so the stock
 ``MlpPolicy`` applies; the mask comes from the env's ``action_masks()``) and ``conflicts="repair"``
 (MaskablePPO's mask is per node, so two nodes may pick the same slot; the env moves the later pick to the
-next free task instead of idling it, and every action is a matching).
+next free task instead of idling it, and every action is a matching). ``--forecast fm`` (or ``wls``) trains on
+``MARA-Forecast-v0`` instead: the same observation with the frozen predictor's forecast features appended
+(``--forecast-kind samples`` adds FM's spread); see docs/environment.md.
 
 Training draws random ID episodes from the bank's train/val curves; the check after training plays greedy
 episodes on val curves (or a ``--workload`` file's episodes). ``--out DIR`` writes the model as
-``DIR/maskable_ppo_seed{S}.zip`` with a JSON manifest beside it (budget, seed, wall time, env steps/s, library
-versions, SHA-256 of the zip, the command); both files are written atomically. The same seed gives the same
-model. Training curves go to TensorBoard under ``--logdir`` (default: the repository's gitignored ``runs/``):
+``DIR/maskable_ppo_seed{S}.zip`` through :func:`mara_agents.allocators.third_party.save_maskable_ppo`, with a
+JSON manifest beside it (the env and its options, budget, seed, wall time, env steps/s, library versions,
+SHA-256 of the zip, the command), so ``evaluate.py --policy NAME=mara_agents.allocators.third_party:
+make_maskable_ppo:checkpoint=DIR/maskable_ppo_seed{S}.zip`` scores it. The same seed gives the same model.
+
+Long runs resume: with ``--out``, every ``--checkpoint-every`` steps the whole training state (weights,
+optimizer, step count) is written atomically to ``DIR/resume_maskable_ppo_seed{S}.zip``; running the same
+command again continues from it to the same total ``--steps`` (deleted once the final model is written; a
+rerun after that finds the final model and only re-checks it). A resumed run draws fresh episodes from where
+it stopped, so it is not bit-identical to an uninterrupted one. Training curves go to TensorBoard under
+``--logdir`` (default: the repository's gitignored ``runs/``; a resumed run continues its folder):
 ``tensorboard --logdir runs``. Every flag is checked before anything is built.
 
     python examples/sb3_maskable_ppo.py --steps 50000 --seed 0 --out /tmp/mara_maskable
+    python examples/sb3_maskable_ppo.py --steps 400000 --forecast fm --seed 0 --out /tmp/mara_forecast
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import json
 import os
 import platform
@@ -32,6 +41,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
 
 import mara_env  # registers MARA-v0
 
@@ -40,33 +50,82 @@ import _args  # noqa: E402  (the examples' shared flag checks)
 
 ENV_OPTIONS = {"observation": "flat", "conflicts": "repair"}
 LIBRARIES = ("stable-baselines3", "sb3-contrib", "torch", "gymnasium", "numpy")
+RESUME_PREFIX = "resume_"
+
+
+class Checkpoints(BaseCallback):
+    """Writes the whole training state to ``path`` (atomically) at the start of a rollout once ``every`` steps
+    have passed since the last write, with ``describe()``'s JSON beside it: a killed run loses at most
+    ``every`` steps plus one rollout."""
+
+    def __init__(self, path: Path, every: int, describe: Any):
+        super().__init__()
+        self.path, self.every, self.describe = path, every, describe
+        self.saved_at = 0
+
+    def _on_training_start(self) -> None:
+        self.saved_at = self.num_timesteps
+
+    def _on_rollout_start(self) -> None:
+        if self.num_timesteps - self.saved_at >= self.every:
+            save_state(self.model, self.path, self.describe())
+            self.saved_at = self.num_timesteps
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def save_state(model: Any, path: Path, description: dict[str, Any]) -> None:
+    """``model.save`` to ``path`` and ``description`` to the JSON beside it, each through a rename."""
+    from curves.bank import atomic_write_json
+
+    partial = path.with_name(f".{path.stem}.partial.zip")
+    model.save(partial)
+    atomic_write_json(path.with_suffix(".json"), description)
+    os.replace(partial, path)
 
 
 def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, logdir: Path | None = None,
+          env_id: str = "MARA-v0", resume: Path | None = None, checkpoints: Checkpoints | None = None,
           **env_kwargs: Any) -> Any:
-    """A MaskablePPO model trained for ``steps`` environment steps on random episodes; with ``logdir``, its
-    training curves go to TensorBoard in a new ``maskable_ppo_seed{S}_N`` folder there."""
+    """A MaskablePPO model trained for ``steps`` environment steps on random episodes of ``env_id``; with
+    ``logdir``, its training curves go to TensorBoard in a ``maskable_ppo_seed{S}_N`` folder there.
+
+    ``resume``: a saved training state to continue from, to the same total ``steps`` (its envs are seeded
+    from ``seed`` and the steps already done, so it draws episodes it has not seen); ``checkpoints``: the
+    callback that writes the state periodically."""
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.logger import Logger
 
     torch.set_num_threads(1)  # tiny networks: more threads only contend for the cores
-    envs = make_vec_env("MARA-v0", n_envs=n_envs, seed=seed, env_kwargs={**ENV_OPTIONS, **env_kwargs})
-    model = MaskablePPO("MlpPolicy", envs, n_steps=n_steps, batch_size=min(256, n_steps * n_envs),
-                        gamma=0.99, seed=seed, verbose=0, tensorboard_log=None if logdir is None else str(logdir))
-    if logdir is None:
+    tensorboard = None if logdir is None else str(logdir)
+    if resume is None:
+        envs = make_vec_env(env_id, n_envs=n_envs, seed=seed, env_kwargs={**ENV_OPTIONS, **env_kwargs})
+        model = MaskablePPO("MlpPolicy", envs, n_steps=n_steps, batch_size=min(256, n_steps * n_envs),
+                            gamma=0.99, seed=seed, verbose=0, tensorboard_log=tensorboard)
+    else:
+        model = MaskablePPO.load(resume, device="cpu", tensorboard_log=tensorboard)
+        restart_seed = int(np.random.SeedSequence([seed, model.num_timesteps]).generate_state(1)[0])
+        model.set_random_seed(restart_seed)
+        model.set_env(make_vec_env(env_id, n_envs=n_envs, seed=restart_seed,
+                                   env_kwargs={**ENV_OPTIONS, **env_kwargs}))
+    remaining = steps - model.num_timesteps
+    if logdir is None or remaining <= 0:
         model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves an empty /tmp/SB3-* folder
-    model.learn(total_timesteps=steps, tb_log_name=f"maskable_ppo_seed{seed}")
+    if remaining > 0:
+        model.learn(total_timesteps=remaining, tb_log_name=f"maskable_ppo_seed{seed}", callback=checkpoints,
+                    reset_num_timesteps=resume is None)
     return model
 
 
-def evaluate(model: Any, episodes: int | list[int], masked: bool = True,
+def evaluate(model: Any, episodes: int | list[int], masked: bool = True, env_id: str = "MARA-v0",
              **env_kwargs: Any) -> list[dict[str, float]]:
     """Greedy play: the episode metrics of each listed workload episode (or of ``episodes`` random ones),
     plus ``repaired``, the picks the env had to move (an agent that respects the matching has none).
     ``masked=False`` plays a model without action masks (plain PPO, e.g. on ``actions="scores"``)."""
-    env = gym.make("MARA-v0", **{**ENV_OPTIONS, **env_kwargs})
+    env = gym.make(env_id, **{**ENV_OPTIONS, **env_kwargs})
     indices = list(range(episodes)) if isinstance(episodes, int) else episodes
     rows = []
     for index in indices:
@@ -85,28 +144,26 @@ def evaluate(model: Any, episodes: int | list[int], masked: bool = True,
     return rows
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it: readers never see a partial file."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_bytes(data)
-    os.replace(partial, path)
-
-
-def save(model: Any, out: Path, manifest: dict[str, Any]) -> Path:
-    """Write ``maskable_ppo_seed{S}.zip`` and its manifest (plus the zip's size and SHA-256) into ``out``."""
+def resume_point(parser: argparse.ArgumentParser, out: Path, seed: int,
+                 run: dict[str, Any]) -> tuple[Path | None, float]:
+    """(the saved state to continue from, the wall seconds spent before it) for this ``run`` in ``out``: the
+    periodic state if there is one, else the final model if it is of this run, else ``(None, 0)``. A state of
+    other settings is a usage error: resuming it would mix two runs."""
     from mara_agents.allocators.third_party import maskable_ppo_name
 
-    buffer = io.BytesIO()
-    model.save(buffer)
-    data = buffer.getvalue()
-    out.mkdir(parents=True, exist_ok=True)
-    name = maskable_ppo_name(manifest["seed"])
-    zip_path = out / f"{name}.zip"
-    write_atomically(zip_path, data)
-    manifest = {"checkpoint": zip_path.name, "checkpoint_sha256": hashlib.sha256(data).hexdigest(),
-                "checkpoint_bytes": len(data), **manifest}
-    write_atomically(out / f"{name}.json", (json.dumps(manifest, indent=1) + "\n").encode())
-    return zip_path
+    name = maskable_ppo_name(seed)
+    for path in (out / f"{RESUME_PREFIX}{name}.zip", out / f"{name}.zip"):
+        description = path.with_suffix(".json")
+        if not (path.is_file() and description.is_file()):
+            continue
+        recorded = json.loads(description.read_text())
+        if recorded.get("run") == run:
+            return path, float(recorded.get("wall_s", 0.0))
+        if path.name.startswith(RESUME_PREFIX):
+            differ = sorted(key for key in run if (recorded.get("run") or {}).get(key) != run[key])
+            parser.error(f"--out {out} holds a resumable run of other settings ({path.name}; they differ in "
+                         f"{', '.join(differ)}): pass another --out or delete it")
+    return None, 0.0
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, float]]:
@@ -117,46 +174,72 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
                         help="rollout length per env and update")
     parser.add_argument("--episodes", type=_args.integer(1, 10**5), default=5, help="check episodes after training")
     _args.add_env_flags(parser)
+    _args.add_forecast_flags(parser)
     parser.add_argument("--workload", type=_args.existing_file, default=None,
                         help="check on this workload file's episodes")
     parser.add_argument("--out", type=_args.writable_dir, default=None,
-                        help="write maskable_ppo_seed{S}.zip and its JSON manifest into this directory")
+                        help="write maskable_ppo_seed{S}.zip and its JSON manifest into this directory, and the "
+                             "resumable training state while it trains")
+    parser.add_argument("--checkpoint-every", type=_args.integer(1, 10**9), default=20_000,
+                        help="with --out: write the resumable training state after this many more steps")
     _args.add_logdir(parser)
     args = parser.parse_args(argv)
-    env_kwargs = _args.env_kwargs(args)
+    env_id, forecast = _args.forecast_env(parser, args.forecast, args.forecast_kind)
+    env_kwargs = {**_args.env_kwargs(args), **forecast}
     check_kwargs = {**env_kwargs, "workload": args.workload} if args.workload else {**env_kwargs,
                                                                                      "curve_splits": ("val",)}
-    check_env = _args.check_before_work(parser, lambda: gym.make("MARA-v0", **ENV_OPTIONS, **check_kwargs))
+    check_env = _args.check_before_work(parser, lambda: gym.make(env_id, **ENV_OPTIONS, **check_kwargs))
     if args.workload and args.episodes > len(check_env.unwrapped.engine.workload.episodes):
         parser.error(f"--episodes {args.episodes} exceeds the {len(check_env.unwrapped.engine.workload.episodes)} "
                      f"episodes of --workload {args.workload}")
     check_env.close()
+    defaults = mara_env.MARAConfig()
+    env_options = {**ENV_OPTIONS, **env_kwargs, "task_set": defaults.task_set,
+                   "curve_splits": list(defaults.curve_splits)}
+    run = json.loads(json.dumps({"env_id": env_id, "env_options": env_options, "seed": args.seed, "steps": args.steps,
+                                 "n_envs": args.n_envs, "n_steps": args.n_steps}, default=str))  # as recorded
+    resume, wall_before = (None, 0.0) if args.out is None else resume_point(parser, args.out, args.seed, run)
+    checkpoints = None
     started = time.perf_counter()
-    model = train(args.steps, args.n_envs, args.seed, args.n_steps, args.logdir, **env_kwargs)
-    wall = time.perf_counter() - started
-    print(f"TensorBoard log: {model.logger.dir}")
-    rows = evaluate(model, args.episodes, **check_kwargs)
+    if args.out is not None:
+        from mara_agents.allocators.third_party import maskable_ppo_name
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        state = args.out / f"{RESUME_PREFIX}{maskable_ppo_name(args.seed)}.zip"
+        checkpoints = Checkpoints(state, args.checkpoint_every,
+                                  lambda: {"run": run, "wall_s": round(wall_before + time.perf_counter() - started, 1)})
+    if resume is not None:
+        print(f"resuming from {resume}")
+    model = train(args.steps, args.n_envs, args.seed, args.n_steps, args.logdir, env_id, resume, checkpoints,
+                  **env_kwargs)
+    wall = wall_before + time.perf_counter() - started
+    if model.logger.dir:
+        print(f"TensorBoard log: {model.logger.dir}")
+    rows = evaluate(model, args.episodes, env_id=env_id, **check_kwargs)
     rates = [row["success_rate"] for row in rows if not np.isnan(row["success_rate"])]  # NaN: no tasks came
     check = {"episodes": len(rows), "on": args.workload or "random ID episodes, val curves",
              "success_rate": float(np.mean(rates)) if rates else None,
              "conflicts": float(sum(r["conflicts"] for r in rows)), "repaired": float(sum(r["repaired"] for r in rows))}
     rate = f"{100 * check['success_rate']:.1f} %" if rates else "n/a"
-    print(f"MaskablePPO, {args.steps} steps, seed {args.seed} ({wall:.0f} s, {model.num_timesteps / wall:.0f} env "
-          f"steps/s): check success rate {rate} over {len(rows)} episodes "
+    print(f"MaskablePPO on {env_id}, {args.steps} steps, seed {args.seed} ({wall:.0f} s, "
+          f"{model.num_timesteps / wall:.0f} env steps/s): check success rate {rate} over {len(rows)} episodes "
           f"({check['on']}); conflicts {check['conflicts']:.0f}, repaired picks {check['repaired']:.0f}")
     if args.out is not None:
-        defaults = mara_env.MARAConfig()
+        from mara_agents.allocators.third_party import save_maskable_ppo
+
         command = shlex.join(["python", "examples/sb3_maskable_ppo.py", *(sys.argv[1:] if argv is None else argv)])
-        manifest = {"method": "maskable-ppo", "trainer": "sb3-contrib MaskablePPO, MlpPolicy", "seed": args.seed,
-                    "steps": args.steps, "env_steps": int(model.num_timesteps), "n_envs": args.n_envs,
-                    "n_steps": args.n_steps, "batch_size": model.batch_size,
-                    "env_options": {**ENV_OPTIONS, **env_kwargs, "task_set": defaults.task_set,
-                                    "curve_splits": list(defaults.curve_splits)},
-                    "wall_s": round(wall, 1), "env_steps_per_s": round(model.num_timesteps / wall, 1),
-                    "check": check, "versions": {"python": platform.python_version(),
-                                                 **{name: version(name) for name in LIBRARIES}},
-                    "command": command}
-        print(f"wrote {save(model, args.out, manifest)}")
+        details = {"method": "maskable-ppo", "trainer": "sb3-contrib MaskablePPO, MlpPolicy", "seed": args.seed,
+                   "steps": args.steps, "env_steps": int(model.num_timesteps), "n_envs": args.n_envs,
+                   "n_steps": args.n_steps, "batch_size": model.batch_size, "run": run,
+                   "wall_s": round(wall, 1), "env_steps_per_s": round(model.num_timesteps / wall, 1),
+                   "check": check, "versions": {"python": platform.python_version(),
+                                                **{name: version(name) for name in LIBRARIES}},
+                   "command": command}
+        path = save_maskable_ppo(model, args.out / f"{maskable_ppo_name(args.seed)}.zip", env_id, details=details,
+                                 **run["env_options"])
+        checkpoints.path.unlink(missing_ok=True)
+        checkpoints.path.with_suffix(".json").unlink(missing_ok=True)
+        print(f"wrote {path}")
     return rows
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +97,11 @@ def read_env_settings(checkpoint: Path) -> tuple[str, dict[str, Any]]:
 
 
 def save_maskable_ppo(model: Any, path: str | os.PathLike[str], env_id: str = "MARA-v0",
-                      **env_options: Any) -> Path:
+                      details: Mapping[str, Any] | None = None, **env_options: Any) -> Path:
     """Save a trained MaskablePPO ``model`` as ``path`` (a ``.zip``) with a JSON manifest beside it naming the
     env it was trained on and the options that shape its observation (``predictor``, ``forecast``,
-    ``flat_history``, …) and the zip's SHA-256, both written atomically; returns the zip's path.
+    ``flat_history``, …) and the zip's SHA-256, both written atomically; returns the zip's path. ``details``
+    (training budget, seed, command, …) go into the manifest as well.
     :class:`MaskablePPOPolicy` reads the manifest to play the model as it was trained."""
     from mara_agents.checkpoint_io import file_sha256, manifest_path
 
@@ -113,8 +114,9 @@ def save_maskable_ppo(model: Any, path: str | os.PathLike[str], env_id: str = "M
     partial = path.with_name(f".{path.stem}.partial.zip")
     model.save(partial)
     os.replace(partial, path)
-    atomic_write_json(manifest_path(path), {"checkpoint": path.name, "checkpoint_sha256": file_sha256(path),
-                                            "env_id": env_id, "env_options": env_options})
+    atomic_write_json(manifest_path(path), {**(details or {}), "checkpoint": path.name,
+                                            "checkpoint_sha256": file_sha256(path), "env_id": env_id,
+                                            "env_options": env_options})
     return path
 
 

@@ -5,7 +5,8 @@ torch and the data sets loaded, but no task.  Each task's state lives in the obj
 the driver holds only an object reference, passes it to whichever node runs the task next, and keeps the
 reference the batch returns, so preemption and migration cost one state transfer.  A batch whose worker
 raised or died (the actor is restarted by Ray) is submitted again from the task's last state — the
-reference the driver still holds — up to ``attempts`` times; after that the task is reported as failed.  A loss
+reference the driver still holds — up to ``attempts`` times; after that the task is reported as failed.  A
+batch sent to a node whose actor is still restarting is sent again once it is back, without spending a try.  A loss
 that is not finite fails the task at once.
 
 :class:`JobRunner` runs user jobs (:mod:`mara_env.live.jobs`) the same way, except that each step is a Ray task
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +30,7 @@ from mara_env.live.tasks import LiveTask
 from mara_env.live.worker import train_batch, warm_up
 
 STARTUP_TIMEOUT_S = 120.0
+RESTART_WAITS = 120  # a batch waits at most this many polls (60 s) for its node's actor to come back
 POLL_S = 0.5  # the dispatch loop wakes at least this often: step timeouts and Ctrl-C are handled promptly
 # Ray starts worker processes at niceness 15, so on a machine where other processes run at the default priority a
 # node gets a few per cent of a core: two 0.5-CPU nodes beside two busy loops on 2 cores took over 120 s to import
@@ -138,6 +141,7 @@ class BatchRunner:
         out = StepBatches()
         began = time.perf_counter()
         pending: dict[Any, tuple[Any, int, int, LiveTask, int, float]] = {}
+        waits: Counter[int] = Counter()
 
         def submit(node: int, key: int, task: LiveTask, attempt: int) -> None:
             state_ref, stats_ref = self._submit(node, key, task)
@@ -154,6 +158,14 @@ class BatchRunner:
                         stats = ray.get(ref)
                     except ray.exceptions.RayError as exc:
                         _consume(state_ref)
+                        restarting = isinstance(exc, ray.exceptions.ActorUnavailableError) and attempt > 1
+                        if restarting and waits[key] < RESTART_WAITS:
+                            # A retry reached the node's actor while it restarts after the crash that made the
+                            # retry: wait for it, without spending another try.
+                            waits[key] += 1
+                            time.sleep(POLL_S)
+                            submit(node, key, task, attempt)
+                            continue
                         if attempt < self.attempts:
                             out.retries += 1
                             submit(node, key, task, attempt + 1)

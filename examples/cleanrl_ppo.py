@@ -177,20 +177,41 @@ def check(agent: Agent, args: Args, episodes: int) -> list[float]:
     return rates.tolist()
 
 
-def save(agent: Agent, args: Args, env_steps: int, wall: float, checked: list[float]) -> Path:
-    """Write ``cleanrl_ppo_seed{S}.pt`` (the network's weights) and its manifest into ``args.out``."""
+class GreedyLogits(nn.Module):
+    """What playing needs of the agent: flat observations (N, D) to per-node logits (N, M, K + 1)."""
+
+    def __init__(self, agent: Agent):
+        super().__init__()
+        self.agent = agent
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.agent.actor(self.agent.trunk(obs)).view(-1, self.agent.nodes, self.agent.choices)
+
+
+def save(agent: Agent, args: Args, env_steps: int, wall: float, checked: list[float]) -> tuple[Path, Path]:
+    """Write ``cleanrl_ppo_seed{S}.pt`` (the network's weights, to resume or fine-tune) and
+    ``cleanrl_ppo_seed{S}_policy.pt2`` (the greedy logits as a ``torch.export`` program, which
+    ``evaluate.py --policy NAME=mara_agents.allocators.third_party:make_exported_policy:checkpoint=…`` plays with
+    no class of this file), each with its manifest, into ``args.out``."""
+    from mara_agents.allocators.third_party import exported_policy_name, save_exported_policy
     from mara_agents.checkpoint_io import atomic_torch_save, write_checksum_manifest
 
-    path = Path(args.out) / f"cleanrl_ppo_seed{args.seed}.pt"
-    atomic_torch_save(agent.state_dict(), path)
-    env_id, _ = _args.forecast_env(argparse.ArgumentParser(), args.forecast, args.forecast_kind)
-    write_checksum_manifest(path, {"method": "cleanrl-ppo", "env_id": env_id,
-                                   "args": {key: str(value) if isinstance(value, Path) else value
-                                            for key, value in dataclasses.asdict(args).items()},
-                                   "env_steps": env_steps, "wall_s": round(wall, 1),
-                                   "env_steps_per_s": round(env_steps / wall, 1),
-                                   "check_val_success_rates": [None if np.isnan(r) else r for r in checked]})
-    return path
+    weights = Path(args.out) / f"cleanrl_ppo_seed{args.seed}.pt"
+    atomic_torch_save(agent.state_dict(), weights)
+    env_id, forecast = _args.forecast_env(argparse.ArgumentParser(), args.forecast, args.forecast_kind)
+    details = {"method": "cleanrl-ppo", "seed": args.seed, "env_id": env_id,
+               "args": {key: str(value) if isinstance(value, Path) else value
+                        for key, value in dataclasses.asdict(args).items()},
+               "env_steps": env_steps, "wall_s": round(wall, 1), "env_steps_per_s": round(env_steps / wall, 1),
+               "check_val_success_rates": [None if np.isnan(r) else r for r in checked]}
+    write_checksum_manifest(weights, details)
+    obs_size = agent.trunk[0].in_features
+    program = torch.export.export(GreedyLogits(agent).eval(), (torch.zeros(2, obs_size),),
+                                  dynamic_shapes={"obs": {0: torch.export.Dim("batch")}})
+    policy = save_exported_policy(program, Path(args.out) / f"{exported_policy_name(args.seed)}.pt2", env_id,
+                                  agent.nodes, agent.choices, obs_size, details, observation="flat",
+                                  conflicts="repair", flat_history=args.flat_history, **forecast)
+    return weights, policy
 
 
 def main(argv: list[str] | None = None) -> list[float]:
@@ -287,7 +308,7 @@ def main(argv: list[str] | None = None) -> list[float]:
         mean = f"{100 * np.mean(rates):.1f} %" if rates else "n/a (no tasks)"
         print(f"greedy check: success rate {mean} over {len(checked)} episodes on val curves")
     if args.out:
-        print(f"wrote {save(agent, args, global_step, wall, checked)}")
+        print("wrote {} and {}".format(*save(agent, args, global_step, wall, checked)))
     return success_rates
 
 

@@ -51,6 +51,7 @@ import _args  # noqa: E402  (the examples' shared flag checks)
 ENV_OPTIONS = {"observation": "flat", "conflicts": "repair"}
 LIBRARIES = ("stable-baselines3", "sb3-contrib", "torch", "gymnasium", "numpy")
 RESUME_PREFIX = "resume_"
+DEFAULT_NET_ARCH = (64, 64)  # SB3's MlpPolicy default
 
 
 class Checkpoints(BaseCallback):
@@ -87,30 +88,36 @@ def save_state(model: Any, path: Path, description: dict[str, Any]) -> None:
 
 def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, logdir: Path | None = None,
           env_id: str = "MARA-v0", resume: Path | None = None, checkpoints: Checkpoints | None = None,
-          **env_kwargs: Any) -> Any:
+          net_arch: tuple[int, ...] = DEFAULT_NET_ARCH, **env_kwargs: Any) -> Any:
     """A MaskablePPO model trained for ``steps`` environment steps on random episodes of ``env_id``; with
     ``logdir``, its training curves go to TensorBoard in a ``maskable_ppo_seed{S}_N`` folder there.
+
+    The ``n_envs`` training envs are one native vector env (:func:`mara_agents.sb3_vec_env.make_sb3_vec_env`):
+    sub-env i plays the episodes SB3's ``make_vec_env`` would give it from the same seed, and on
+    ``MARA-Forecast-v0`` the predictor runs once per step for all of them. ``net_arch``: the hidden layers of
+    the policy and of the value network (SB3's default is 64, 64).
 
     ``resume``: a saved training state to continue from, to the same total ``steps`` (its envs are seeded
     from ``seed`` and the steps already done, so it draws episodes it has not seen); ``checkpoints``: the
     callback that writes the state periodically."""
     import torch
     from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.logger import Logger
 
-    torch.set_num_threads(1)  # tiny networks: more threads only contend for the cores
+    from mara_agents.sb3_vec_env import make_sb3_vec_env
+
+    torch.set_num_threads(1)  # small networks: more threads only contend for the cores
     tensorboard = None if logdir is None else str(logdir)
     if resume is None:
-        envs = make_vec_env(env_id, n_envs=n_envs, seed=seed, env_kwargs={**ENV_OPTIONS, **env_kwargs})
+        envs = make_sb3_vec_env(env_id, n_envs, seed=seed, **ENV_OPTIONS, **env_kwargs)
         model = MaskablePPO("MlpPolicy", envs, n_steps=n_steps, batch_size=min(256, n_steps * n_envs),
-                            gamma=0.99, seed=seed, verbose=0, tensorboard_log=tensorboard)
+                            gamma=0.99, seed=seed, verbose=0, tensorboard_log=tensorboard,
+                            policy_kwargs={"net_arch": list(net_arch)})
     else:
         model = MaskablePPO.load(resume, device="cpu", tensorboard_log=tensorboard)
         restart_seed = int(np.random.SeedSequence([seed, model.num_timesteps]).generate_state(1)[0])
         model.set_random_seed(restart_seed)
-        model.set_env(make_vec_env(env_id, n_envs=n_envs, seed=restart_seed,
-                                   env_kwargs={**ENV_OPTIONS, **env_kwargs}))
+        model.set_env(make_sb3_vec_env(env_id, n_envs, seed=restart_seed, **ENV_OPTIONS, **env_kwargs))
     remaining = steps - model.num_timesteps
     if logdir is None or remaining <= 0:
         model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves an empty /tmp/SB3-* folder
@@ -122,25 +129,33 @@ def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, logdir
 
 def evaluate(model: Any, episodes: int | list[int], masked: bool = True, env_id: str = "MARA-v0",
              **env_kwargs: Any) -> list[dict[str, float]]:
-    """Greedy play: the episode metrics of each listed workload episode (or of ``episodes`` random ones),
-    plus ``repaired``, the picks the env had to move (an agent that respects the matching has none).
-    ``masked=False`` plays a model without action masks (plain PPO, e.g. on ``actions="scores"``)."""
-    env = gym.make(env_id, **{**ENV_OPTIONS, **env_kwargs})
-    indices = list(range(episodes)) if isinstance(episodes, int) else episodes
-    rows = []
-    for index in indices:
-        options = {"episode": index} if env_kwargs.get("workload") else None
-        obs, _ = env.reset(seed=index, options=options)
-        repaired = 0
-        while True:
-            masks = {"action_masks": env.unwrapped.action_masks()} if masked else {}
-            action, _ = model.predict(obs, deterministic=True, **masks)
-            obs, _, terminated, truncated, info = env.step(action)
-            repaired += info.get("repaired", 0)
-            if terminated or truncated:
-                rows.append({**info["episode_metrics"], "repaired": float(repaired)})
-                break
-    env.close()
+    """Greedy play: the episode metrics of each listed workload episode (or of ``episodes`` random ones, episode
+    i from seed i), plus ``repaired``, the picks the env had to move (an agent that respects the matching has
+    none). All episodes play at once in one native vector env, batched through the network (and the
+    predictor); each is the episode ``gym.make(env_id).reset(seed=i)`` would play. ``masked=False`` plays a
+    model without action masks (plain PPO, e.g. on ``actions="scores"``)."""
+    from gymnasium.vector import AutoresetMode
+
+    indices = list(range(episodes)) if isinstance(episodes, int) else list(episodes)
+    envs = gym.make_vec(env_id, num_envs=len(indices), vectorization_mode="vector_entry_point",
+                        autoreset_mode=AutoresetMode.DISABLED, **{**ENV_OPTIONS, **env_kwargs})
+    options = {"episode": indices} if env_kwargs.get("workload") else None
+    obs, _ = envs.reset(seed=indices, options=options)
+    repaired = np.zeros(len(indices))
+    rows: list[dict[str, float] | None] = [None] * len(indices)
+    while any(row is None for row in rows):
+        masks = {"action_masks": envs.action_masks()} if masked else {}
+        action, _ = model.predict(obs, deterministic=True, **masks)
+        obs, _, terminated, _, info = envs.step(action)
+        repaired += np.where([row is None for row in rows], info.get("repaired", 0), 0)
+        for i in np.flatnonzero(terminated).tolist():
+            if rows[i] is None:
+                metrics = info["episode_metrics"]
+                rows[i] = {key: float(values[i]) for key, values in metrics.items() if not key.startswith("_")}
+                rows[i]["repaired"] = float(repaired[i])
+        if terminated.any():
+            obs, _ = envs.reset(options={"reset_mask": terminated})  # finished episodes idle until all end
+    envs.close()
     return rows
 
 
@@ -172,6 +187,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser.add_argument("--n-envs", type=_args.integer(1, 256), default=4, help="parallel training envs")
     parser.add_argument("--n-steps", type=_args.integer(2, 10**6), default=512,
                         help="rollout length per env and update")
+    parser.add_argument("--net-arch", type=_args.integer(1, 4096), nargs="+", default=list(DEFAULT_NET_ARCH),
+                        metavar="WIDTH", help="hidden layer widths of the policy and value networks (default: 64 64)")
     parser.add_argument("--episodes", type=_args.integer(1, 10**5), default=5, help="check episodes after training")
     _args.add_env_flags(parser)
     _args.add_forecast_flags(parser)
@@ -197,7 +214,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     env_options = {**ENV_OPTIONS, **env_kwargs, "task_set": defaults.task_set,
                    "curve_splits": list(defaults.curve_splits)}
     run = json.loads(json.dumps({"env_id": env_id, "env_options": env_options, "seed": args.seed, "steps": args.steps,
-                                 "n_envs": args.n_envs, "n_steps": args.n_steps}, default=str))  # as recorded
+                                 "n_envs": args.n_envs, "n_steps": args.n_steps, "net_arch": args.net_arch},
+                                default=str))  # as recorded
     resume, wall_before = (None, 0.0) if args.out is None else resume_point(parser, args.out, args.seed, run)
     checkpoints = None
     started = time.perf_counter()
@@ -211,7 +229,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     if resume is not None:
         print(f"resuming from {resume}")
     model = train(args.steps, args.n_envs, args.seed, args.n_steps, args.logdir, env_id, resume, checkpoints,
-                  **env_kwargs)
+                  tuple(args.net_arch), **env_kwargs)
     wall = wall_before + time.perf_counter() - started
     if model.logger.dir:
         print(f"TensorBoard log: {model.logger.dir}")
@@ -230,7 +248,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
         command = shlex.join(["python", "examples/sb3_maskable_ppo.py", *(sys.argv[1:] if argv is None else argv)])
         details = {"method": "maskable-ppo", "trainer": "sb3-contrib MaskablePPO, MlpPolicy", "seed": args.seed,
                    "steps": args.steps, "env_steps": int(model.num_timesteps), "n_envs": args.n_envs,
-                   "n_steps": args.n_steps, "batch_size": model.batch_size, "run": run,
+                   "n_steps": args.n_steps, "batch_size": model.batch_size, "net_arch": args.net_arch, "run": run,
                    "wall_s": round(wall, 1), "env_steps_per_s": round(model.num_timesteps / wall, 1),
                    "check": check, "versions": {"python": platform.python_version(),
                                                 **{name: version(name) for name in LIBRARIES}},

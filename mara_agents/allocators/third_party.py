@@ -34,8 +34,10 @@ from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
 from mara_env.flat import flat_size, flatten_observation
 
 THIRD_PARTY_DIR = Path(__file__).resolve().parents[1] / "checkpoints" / "third_party"
+FORECAST_DIR = THIRD_PARTY_DIR / "forecast"  # the models trained on MARA-Forecast-v0 with FM's forecast
 _KEYS = ("tasks", "history", "history_len", "budget", "global", "action_mask")
 _PREFIX = "maskable_ppo_seed"
+_EXPORTED = "cleanrl_ppo_seed{seed}_policy"
 
 
 def maskable_ppo_name(seed: int) -> str:
@@ -43,16 +45,23 @@ def maskable_ppo_name(seed: int) -> str:
     return f"{_PREFIX}{seed}"
 
 
-def maskable_ppo_checkpoint(seed: int = 0) -> Path:
-    """The shipped MaskablePPO checkpoint of a training seed."""
-    return THIRD_PARTY_DIR / f"{maskable_ppo_name(seed)}.zip"
+def exported_policy_name(seed: int) -> str:
+    """File name (without suffix) of the CleanRL-style recipe's exported policy and its manifest for a seed."""
+    return _EXPORTED.format(seed=seed)
 
 
-def shipped_seeds() -> tuple[int, ...]:
-    """Training seeds of the shipped MaskablePPO checkpoints (each a zip with its manifest), in order."""
-    manifests = THIRD_PARTY_DIR.glob(f"{_PREFIX}*.json")
+def maskable_ppo_checkpoint(seed: int = 0, directory: Path = THIRD_PARTY_DIR) -> Path:
+    """The shipped MaskablePPO checkpoint of a training seed (``directory``: :data:`FORECAST_DIR` for the
+    models trained with FM's forecast)."""
+    return directory / f"{maskable_ppo_name(seed)}.zip"
+
+
+def shipped_seeds(directory: Path = THIRD_PARTY_DIR, stem: str = f"{_PREFIX}*", suffix: str = ".zip") -> tuple[int, ...]:
+    """Training seeds of the shipped third-party models in ``directory`` whose file names match ``stem`` (each
+    model file with its manifest), in order."""
+    manifests = directory.glob(f"{stem}.json")
     return tuple(sorted(json.loads(path.read_text())["seed"] for path in manifests
-                        if path.with_suffix(".zip").is_file()))
+                        if path.with_suffix(suffix).is_file()))
 
 
 class _NoOptimizer:
@@ -120,38 +129,30 @@ def save_maskable_ppo(model: Any, path: str | os.PathLike[str], env_id: str = "M
     return path
 
 
-class MaskablePPOPolicy:
-    """A trained sb3-contrib MaskablePPO network playing the default MARA-v0 observation greedily.
+class FlatNetworkPolicy:
+    """A network trained on the flat observation of ``MARA-v0`` or ``MARA-Forecast-v0`` (with conflict repair),
+    playing the default dict observation greedily.
 
-    Stateless across steps and episodes, so it offers ``act_batch`` (one network call for many episodes).
-    ``checkpoint`` is kept as a ``Path`` so that the evaluation's fingerprint hashes the zip's bytes.
+    It does what the training env did around the network: flattens the observation (with the forecast
+    features, in one predictor call for the whole batch, when the manifest names the forecast env), asks the
+    subclass for the greedy masked picks, and repairs them. Stateless across steps and episodes, so it offers
+    ``act_batch`` (one network call for many episodes). ``checkpoint`` is kept as a ``Path`` so that the
+    evaluation's fingerprint hashes the file's bytes.
     """
 
-    def __init__(self, checkpoint: str | Path, device: str = "cpu", verify: bool = True):
-        try:
-            import sb3_contrib  # noqa: F401 — the checkpoint's policy class lives there
-        except ImportError as exc:
-            raise ModuleNotFoundError("maskable-ppo needs sb3-contrib; install it with pip install -e \".[sb3]\"") \
-                from exc
+    kind = "flat-observation"
+
+    def __init__(self, checkpoint: str | Path, num_nodes: int, num_slots: int, flat_length: int):
         self.checkpoint = Path(checkpoint)
-        if not self.checkpoint.is_file():
-            raise FileNotFoundError(f"MaskablePPO checkpoint {self.checkpoint} not found; train one with "
-                                    "`python examples/sb3_maskable_ppo.py --seed S --out DIR`")
-        from mara_agents.checkpoint_io import verify_manifest_checksum
-        verify_manifest_checksum(self.checkpoint, "MaskablePPO", verify)
-        self.network = load_policy_network(self.checkpoint, device)
-        nvec = self.network.action_space.nvec
-        self.num_nodes, self.num_slots = len(nvec), int(nvec[0]) - 1
+        self.num_nodes, self.num_slots = num_nodes, num_slots
         self.env_id, options = read_env_settings(self.checkpoint)
         self.features = None
         from mara_agents.forecast_env import ENV_ID as FORECAST_ENV_ID, forecast_features
 
         if self.env_id == FORECAST_ENV_ID:
-
             self.features = forecast_features(options.get("predictor", "fm"), options.get("forecast", "median"),
                                               self.num_nodes)
         extra = 0 if self.features is None else len(self.features.names)
-        flat_length = int(self.network.observation_space.shape[0])
         self.history_points = (flat_length - NUM_GLOBAL_FEATURES) // self.num_slots - NUM_TASK_FEATURES - extra
         if self.history_points < 1 or flat_size(self.num_slots, self.history_points, extra=self.features) != \
                 flat_length:
@@ -165,18 +166,109 @@ class MaskablePPOPolicy:
         return self.act_batch([observation])[0]
 
     def act_batch(self, observations: Sequence[dict[str, Any]]) -> np.ndarray:
-        """Joint actions ``(N, M)`` for N dict observations: flatten (with the forecast features, in one predictor
-        call, for a model trained on MARA-Forecast-v0), greedy masked picks, repair."""
+        """Joint actions ``(N, M)`` for N dict observations: flatten, greedy masked picks, repair."""
         batch = {key: np.stack([np.asarray(obs[key]) for obs in observations]) for key in _KEYS}
-        mask = batch["action_mask"]
+        mask = batch["action_mask"] > 0
         if mask.shape[1:] != (self.num_nodes, self.num_slots + 1):
             raise ValueError(f"{self.checkpoint.name} was trained for {self.num_nodes} nodes and {self.num_slots} "
                              f"slots, the observation has {mask.shape[1]} nodes and {mask.shape[2] - 1} slots")
         extra = None if self.features is None else self.features(batch)
-        flat = flatten_observation(batch, self.history_points, extra)
-        picks, _ = self.network.predict(flat, deterministic=True, action_masks=mask.reshape(len(mask), -1) > 0)
-        occupied = mask[:, 0, 1:] > 0
-        return repair_picks(np.asarray(picks).reshape(len(mask), self.num_nodes), occupied)
+        picks = self.greedy_picks(flatten_observation(batch, self.history_points, extra), mask)
+        return repair_picks(np.asarray(picks).reshape(len(mask), self.num_nodes), mask[:, 0, 1:])
+
+    def greedy_picks(self, flat: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """(N, M) picks of the network for (N, D) flat observations and their (N, M, K + 1) masks."""
+        raise NotImplementedError
+
+
+class MaskablePPOPolicy(FlatNetworkPolicy):
+    """A trained sb3-contrib MaskablePPO network (a ``.zip``) playing the default MARA-v0 observation greedily."""
+
+    kind = "MaskablePPO"
+
+    def __init__(self, checkpoint: str | Path, device: str = "cpu", verify: bool = True):
+        try:
+            import sb3_contrib  # noqa: F401 — the checkpoint's policy class lives there
+        except ImportError as exc:
+            raise ModuleNotFoundError("maskable-ppo needs sb3-contrib; install it with pip install -e \".[sb3]\"") \
+                from exc
+        checkpoint = _verified(checkpoint, self.kind, verify,
+                               "`python examples/sb3_maskable_ppo.py --seed S --out DIR`")
+        self.network = load_policy_network(checkpoint, device)
+        nvec = self.network.action_space.nvec
+        super().__init__(checkpoint, len(nvec), int(nvec[0]) - 1, int(self.network.observation_space.shape[0]))
+
+    def greedy_picks(self, flat: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        picks, _ = self.network.predict(flat, deterministic=True, action_masks=mask.reshape(len(mask), -1))
+        return picks
+
+
+class ExportedPolicy(FlatNetworkPolicy):
+    """Any torch policy exported with ``torch.export`` (a ``.pt2`` file) that maps a batch of flat
+    observations (N, D) to per-node logits (N, M, K + 1) over [idle, slot 0 … slot K − 1], played greedily.
+
+    Its manifest (``<file>.json``, :func:`save_exported_policy`) names the env it was trained on and its options
+    (``predictor``, ``forecast``, ``flat_history``), the sizes, and the file's SHA-256. The CleanRL-style recipe
+    (``examples/cleanrl_ppo.py --out DIR``) writes one; so can any other learner.
+    """
+
+    kind = "exported torch policy"
+
+    def __init__(self, checkpoint: str | Path, verify: bool = True):
+        import torch
+
+        checkpoint = _verified(checkpoint, self.kind, verify, "`python examples/cleanrl_ppo.py --out DIR`")
+        from mara_agents.checkpoint_io import CheckpointError, manifest_path
+
+        try:
+            sizes = json.loads(manifest_path(checkpoint).read_text())["sizes"]
+            num_nodes, choices, flat_length = (int(sizes[key]) for key in ("nodes", "choices", "observation"))
+            self.program = torch.export.load(checkpoint).module()
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+            raise CheckpointError(f"{checkpoint}: not an exported flat-observation policy with its manifest: "
+                                  f"{exc}") from exc
+        super().__init__(checkpoint, num_nodes, choices - 1, flat_length)
+
+    def greedy_picks(self, flat: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            logits = self.program(torch.as_tensor(flat, dtype=torch.float32)).numpy()
+        return np.where(mask, logits, -np.inf).argmax(axis=-1)
+
+
+def _verified(checkpoint: str | Path, kind: str, verify: bool, train_hint: str) -> Path:
+    """``checkpoint`` as a path, refused (naming it) when it is missing or its manifest's SHA-256 differs."""
+    from mara_agents.checkpoint_io import verify_manifest_checksum
+
+    path = Path(checkpoint)
+    if not path.is_file():
+        raise FileNotFoundError(f"{kind} checkpoint {path} not found; train one with {train_hint}")
+    verify_manifest_checksum(path, kind, verify)
+    return path
+
+
+def save_exported_policy(program: Any, path: str | os.PathLike[str], env_id: str, num_nodes: int, choices: int,
+                         observation_size: int, details: Mapping[str, Any] | None = None,
+                         **env_options: Any) -> Path:
+    """Save an ``ExportedProgram`` (flat observations → per-node logits) as ``path`` (a ``.pt2``) with its
+    manifest: the env it was trained on and the options that shape its observation, the sizes, ``details``
+    and the file's SHA-256; both written atomically. :class:`ExportedPolicy` plays it."""
+    import torch
+
+    from mara_agents.checkpoint_io import write_checksum_manifest
+
+    path = Path(path)
+    if path.suffix != ".pt2":
+        raise ValueError(f"path must end in .pt2, got {str(path)!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.stem}.partial.pt2")
+    torch.export.save(program, partial)
+    os.replace(partial, path)
+    write_checksum_manifest(path, {**(details or {}), "env_id": env_id, "env_options": env_options,
+                                   "sizes": {"nodes": num_nodes, "choices": choices,
+                                             "observation": observation_size}})
+    return path
 
 
 def make_maskable_ppo(seed: int = 0, checkpoint: str | Path | None = None, device: str = "cpu",
@@ -184,3 +276,19 @@ def make_maskable_ppo(seed: int = 0, checkpoint: str | Path | None = None, devic
     """MaskablePPO from ``checkpoint`` (default: the shipped one for training ``seed``; ``verify=False``
     accepts a checkpoint without a manifest)."""
     return MaskablePPOPolicy(checkpoint or maskable_ppo_checkpoint(seed), device=device, verify=verify)
+
+
+def make_maskable_ppo_fm(seed: int = 0, device: str = "cpu") -> MaskablePPOPolicy:
+    """The shipped MaskablePPO trained on ``MARA-Forecast-v0`` with FM's forecast, for training ``seed``."""
+    return MaskablePPOPolicy(maskable_ppo_checkpoint(seed, FORECAST_DIR), device=device)
+
+
+def make_exported_policy(checkpoint: str | Path, verify: bool = True) -> ExportedPolicy:
+    """An exported flat-observation torch policy (see :class:`ExportedPolicy`), e.g.
+    ``evaluate.py --policy NAME=mara_agents.allocators.third_party:make_exported_policy:checkpoint=PATH.pt2``."""
+    return ExportedPolicy(checkpoint, verify=verify)
+
+
+def make_cleanrl_ppo_fm(seed: int = 0) -> ExportedPolicy:
+    """The shipped CleanRL-style PPO trained on ``MARA-Forecast-v0`` with FM's forecast, for training ``seed``."""
+    return ExportedPolicy(FORECAST_DIR / f"{exported_policy_name(seed)}.pt2")

@@ -5,6 +5,7 @@ native forecast vector env; RLlib trains on the PettingZoo forecast env. All on 
 import json
 import math
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from test_examples import load, scalar_tags
@@ -84,6 +85,19 @@ def test_cleanrl_recipe_trains_on_the_native_forecast_vector_env(bank_dir, tmp_p
     assert len(manifest["check_val_success_rates"]) == 3
     weights = torch.load(tmp_path / "out" / "cleanrl_ppo_seed0.pt", weights_only=True)
     assert weights["trunk.0.weight"].shape == (128, 404)
+
+    # The exported program plays through evaluate.py's adapter: the same logits as the trained agent, greedy
+    # masked picks, no conflicts, on the default dict observation.
+    from mara_agents.allocators.third_party import make_exported_policy
+    from mara_agents.runner import play_episode
+
+    policy = make_exported_policy(tmp_path / "out" / "cleanrl_ppo_seed0_policy.pt2")
+    agent = recipe.Agent(404, np.full(7, 11))
+    agent.load_state_dict(weights)
+    probe = torch.randn(5, 404)
+    torch.testing.assert_close(policy.program(probe), recipe.GreedyLogits(agent)(probe), rtol=0, atol=0)
+    metrics = play_episode(gym.make("MARA-v0", bank=str(bank_dir), arrival_window=20), policy, seed=1)
+    assert metrics["conflicts"] == 0 and metrics["steps"] > 0
 
 
 def test_the_rllib_env_carries_the_forecast_per_node(bank_dir):

@@ -27,10 +27,11 @@ MAX_FUNCTION_LINES = 60
 MAX_MEASUREMENT_LINES = 8
 
 # What a measurement, a run number or a date looks like in prose: "run 18", "runs 8-10", "62.46 %",
-# "12 ms", "2026-12-05", "Dec 2026", or the word "measured".
+# "12 ms", "2026-12-05", "Dec 2026", or the word "measured".  A percentage followed by "quantile" names a
+# statistic ("the 10 % quantile"), not a figure, and a format spec ("{x:.0%}") is code.
 MEASUREMENT = re.compile(
     r"\bruns? \d+"
-    r"|(?<![.\w])\d+(?:\.\d+)? ?%(?![a-zA-Z(])"
+    r"|(?<![.\w])\d+(?:\.\d+)? ?%(?![a-zA-Z(]| quantile)"
     r"|\b\d+(?:\.\d+)? ?(?:ms|µs|us)\b"
     r"|\b20\d\d-\d\d-\d\d\b"
     r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* 20\d\d\b"

@@ -33,9 +33,9 @@ STARTUP_TIMEOUT_S = 120.0
 RESTART_WAITS = 120  # a batch waits at most this many polls (60 s) for its node's actor to come back
 POLL_S = 0.5  # the dispatch loop wakes at least this often: step timeouts and Ctrl-C are handled promptly
 # Ray starts worker processes at niceness 15, so on a machine where other processes run at the default priority a
-# node gets a few per cent of a core: two 0.5-CPU nodes beside two busy loops on 2 cores took over 120 s to import
-# torch and load their data, against 14 s at niceness 0.  A node is the compute of the step the env waits for, so
-# it runs at the default priority.  (Ray's job supervisor sets the same variable the same way.)
+# node gets a few per cent of a core and may not start in time (docs/ray.md, "Priority").  A node is the compute
+# of the step the env waits for, so it runs at the default priority.  (Ray's job supervisor sets the same
+# variable the same way.)
 NODE_RUNTIME_ENV = {"env_vars": {"RAY_worker_niceness": "0"}}
 # The batches of one dispatch still out: stats reference -> (state reference, node, task key, task, try, sent at).
 _Pending = dict[Any, tuple[Any, int, int, LiveTask, int, float]]

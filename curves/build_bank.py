@@ -2,8 +2,9 @@
 
 Work is done in chunks — test curves first (in thirds), then val, then train — first for every family
 but the two ResNets (by far the slowest on a CPU), then for the ResNets, so an interrupted build holds
-complete families; each chunk ends with a calibration so the manifest always carries current ε rules.  Rerunning skips finished curves; families whose data is missing are skipped with
-their install hint.  Counts per family (issue 3): ID 30 train / 6 val / 24 test, OOD 6 val / 24 test.
+complete families; each chunk ends with a calibration so the manifest always carries current ε rules.
+Rerunning skips finished curves; families whose data is missing are skipped with their install hint.  Counts
+per family: ID 30 train / 6 val / 24 test, OOD 6 val / 24 test.
 """
 
 from __future__ import annotations

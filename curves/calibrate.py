@@ -1,4 +1,4 @@
-"""Calibrate each family's ε rules so that independent feasibility is near 70 %: ``python -m curves.calibrate``.
+"""Calibrate each family's ε rules so that feasibility alone is near the paper's 0.7: ``python -m curves.calibrate``.
 
 The default rule places each task's crossing on its own curve (:mod:`curves.targets`); its upper crossing
 fraction ``high`` is found per family by bisection on the exact feasibility of the family's ``train`` and
@@ -30,8 +30,8 @@ from curves.feasibility import (best_losses, crossing_regime, early_feasibility,
                                 per_curve_feasibility)
 from curves.targets import CROSSING, CrossingRule
 
-TARGET = 0.70
-# OOD ε ranges span at most ×/÷ 1.1 around their centre, like the ID rule's ±10 %: wider ranges (a family
+TARGET = 0.70  # the paper's share of tasks feasible alone
+# OOD ε ranges span at most ×/÷ 1.1 around their centre, like the ID rule's U[0.9, 1.1]: wider ranges (a family
 # whose curves differ a lot) would reach above the first-batch loss and make some tasks trivially feasible.
 MAX_HALF_WIDTH = math.log(1.1)
 DATASHEET = Path(__file__).resolve().parent / "README.md"

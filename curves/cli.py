@@ -57,7 +57,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
         return exc.code if isinstance(exc.code, int) else 2
 
 
-def _interrupt(signum: int, frame: object) -> None:
+def _interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 

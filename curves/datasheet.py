@@ -55,7 +55,7 @@ def cpu_seconds(timings: Path) -> dict[str, list[float]]:
 
 
 def cost_table(families: list[str], timings: Path | None) -> str:
-    """Markdown table of parameter counts and measured CPU time per family."""
+    """Markdown table of parameter counts per family and the CPU time its curves took (from ``timings``)."""
     seconds = cpu_seconds(timings) if timings else {}
     lines = ["| family | role | cpu-preset params | paper-preset params | curve length | curves timed | s / curve "
              "| CPU hours |", "|---|---|---|---|---|---|---|---|"]

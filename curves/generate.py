@@ -4,7 +4,8 @@ Each curve's recipe (init seed, data-order seed, batch size, learning rate) is d
 ``(family, split, index)`` alone (:mod:`curves.recipe`), each finished curve is written to the bank at once
 and atomically, and a rerun skips curves the bank already holds — so an interrupted run resumes where it
 stopped and produces the same bank.  Several generators may write one bank at once (each write holds the
-bank's lock and starts from the files on disk).  Output is deterministic for a given machine and thread count (we use one thread).
+bank's lock and starts from the files on disk).  Output is deterministic for a given machine and thread count
+(we use one thread).
 """
 
 from __future__ import annotations

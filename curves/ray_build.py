@@ -99,66 +99,95 @@ def build_on_ray(families: list[str], bank: str | Path, preset: str = "cpu", dat
     """
     import ray
 
-    default = resources or Resources()
-    family_resources = dict(family_resources or {})
-    remote = ray.remote(max_retries=0)(train)
     writer = BankWriter(bank)
-    commit = generator_commit()
+    build = _RayBuild(ray, ray.remote(max_retries=0)(train), writer, bank, preset, data_root, device, length,
+                      timings, retries, resources or Resources(), dict(family_resources or {}), generator_commit())
     jobs = plan(families, scale)
     for name in dict.fromkeys(job.family for job in jobs):
         declare_keeping_rules(writer, get_family(name).spec(preset))
     todo = [(job, index) for job in jobs for index in range(job.start, job.stop)
             if not writer.has(job.family, job.split, index)]
-    left_in_chunk: dict[int, int] = {}
-    for job, _ in todo:
-        left_in_chunk[job.chunk] = left_in_chunk.get(job.chunk, 0) + 1
-    report = BuildReport()
-    pending: dict[Any, tuple[Job, int, int]] = {}
-
-    def submit(job: Job, index: int, attempt: int) -> None:
-        """Queue one curve's task with its family's resources."""
-        need = family_resources.get(job.family, default)
-        ref = remote.options(num_cpus=need.num_cpus, num_gpus=need.num_gpus).remote(
-            job.family, job.split, index, preset, data_root, device, length, need.threads)
-        pending[ref] = (job, index, attempt)
-
     for job, index in todo:
-        submit(job, index, 1)
-    bar = tqdm(total=len(todo), desc="curves on ray", unit="curve", disable=not progress, file=sys.stderr)
-    while pending:
-        (ref,), _ = ray.wait(list(pending), num_returns=1)
-        job, index, attempt = pending.pop(ref)
-        cid = f"{job.family}/{job.split}/{index:03d}"
-        try:
-            losses, seconds = ray.get(ref)
-            batch_size = _store(writer, job, index, losses, preset, commit, length)
-        except DataMissingError as exc:
-            report.missing.setdefault(job.family, str(_cause(exc)))
-            _drop_family(ray, pending, job.family, left_in_chunk, bar)
-        except (ray.exceptions.RayError, FloatingPointError, ValueError) as exc:
-            if attempt <= retries:
-                report.retried += 1
-                log.warning("%s failed (attempt %d of %d), retrying: %s", cid, attempt, retries + 1,
-                            str(_cause(exc)).splitlines()[0] if str(_cause(exc)) else type(_cause(exc)).__name__)
-                submit(job, index, attempt + 1)
-                continue
-            report.failed[cid] = f"{type(_cause(exc)).__name__}: {_cause(exc)}"
-        else:
-            report.made += 1
-            if timings is not None:
-                append_timing(timings, job.family, job.split, index, batch_size, seconds, device)
-        bar.update(1)
-        left_in_chunk[job.chunk] -= 1
-        if left_in_chunk[job.chunk] == 0 and report.made and length is None:
-            log_calibration(bank, f"chunk {job.chunk}")
-    bar.close()
-    for name, why in report.missing.items():
+        build.left_in_chunk[job.chunk] = build.left_in_chunk.get(job.chunk, 0) + 1
+        build.submit(job, index, 1)
+    build.bar = tqdm(total=len(todo), desc="curves on ray", unit="curve", disable=not progress, file=sys.stderr)
+    while build.pending:
+        (ref,), _ = ray.wait(list(build.pending), num_returns=1)
+        build.settle(ref)
+    build.bar.close()
+    for name, why in build.report.missing.items():
         log.warning("skipped %s: %s", name, why)
-    for cid, why in report.failed.items():
+    for cid, why in build.report.failed.items():
         log.error("curve %s failed %d times: %s", cid, retries + 1, why)
     if length is None:
         calibrate_bank(bank)
-    return report
+    return build.report
+
+
+@dataclass
+class _RayBuild:
+    """A build in flight: the settings every task gets, the tasks out, the curves each chunk still waits for
+    (its calibration runs when none is left) and the report so far."""
+
+    ray: Any
+    remote: Any
+    writer: BankWriter
+    bank: str | Path
+    preset: str
+    data_root: str | None
+    device: str
+    length: int | None
+    timings: str | None
+    retries: int
+    default: Resources
+    family_resources: dict[str, Resources]
+    commit: str
+    report: BuildReport = field(default_factory=BuildReport)
+    pending: dict[Any, tuple[Job, int, int]] = field(default_factory=dict)
+    left_in_chunk: dict[int, int] = field(default_factory=dict)
+    bar: Any = None
+
+    def submit(self, job: Job, index: int, attempt: int) -> None:
+        """Queue one curve's task with its family's resources."""
+        need = self.family_resources.get(job.family, self.default)
+        ref = self.remote.options(num_cpus=need.num_cpus, num_gpus=need.num_gpus).remote(
+            job.family, job.split, index, self.preset, self.data_root, self.device, self.length, need.threads)
+        self.pending[ref] = (job, index, attempt)
+
+    def settle(self, ref: Any) -> None:
+        """Store the finished task ``ref``'s curve, or resubmit it, or record why it failed for good."""
+        job, index, attempt = self.pending.pop(ref)
+        cid = f"{job.family}/{job.split}/{index:03d}"
+        try:
+            losses, seconds = self.ray.get(ref)
+            batch_size = _store(self.writer, job, index, losses, self.preset, self.commit, self.length)
+        except DataMissingError as exc:
+            self.report.missing.setdefault(job.family, str(_cause(exc)))
+            self.drop_family(job.family)
+        except (self.ray.exceptions.RayError, FloatingPointError, ValueError) as exc:
+            if attempt <= self.retries:
+                self.report.retried += 1
+                log.warning("%s failed (attempt %d of %d), retrying: %s", cid, attempt, self.retries + 1,
+                            str(_cause(exc)).splitlines()[0] if str(_cause(exc)) else type(_cause(exc)).__name__)
+                self.submit(job, index, attempt + 1)
+                return
+            self.report.failed[cid] = f"{type(_cause(exc)).__name__}: {_cause(exc)}"
+        else:
+            self.report.made += 1
+            if self.timings is not None:
+                append_timing(self.timings, job.family, job.split, index, batch_size, seconds, self.device)
+        self.bar.update(1)
+        self.left_in_chunk[job.chunk] -= 1
+        if self.left_in_chunk[job.chunk] == 0 and self.report.made and self.length is None:
+            log_calibration(self.bank, f"chunk {job.chunk}")
+
+    def drop_family(self, family: str) -> None:
+        """A family's data is missing: cancel its other curves (the local build skips such families too)."""
+        for ref in [ref for ref, (job, _, _) in self.pending.items() if job.family == family]:
+            job, _, _ = self.pending.pop(ref)
+            self.ray.cancel(ref)
+            self.left_in_chunk[job.chunk] -= 1
+            self.bar.update(1)
 
 
 def _store(writer: BankWriter, job: Job, index: int, losses: np.ndarray, preset: str, commit: str,
@@ -170,16 +199,6 @@ def _store(writer: BankWriter, job: Job, index: int, losses: np.ndarray, preset:
         for value in np.asarray(losses).tolist():
             rec.log(value)
     return recipe.batch_size
-
-
-def _drop_family(ray: Any, pending: dict[Any, tuple[Job, int, int]], family: str, left_in_chunk: dict[int, int],
-                 bar: tqdm) -> None:
-    """A family's data is missing: cancel its other curves (the local build skips such families too)."""
-    for ref in [ref for ref, (job, _, _) in pending.items() if job.family == family]:
-        job, _, _ = pending.pop(ref)
-        ray.cancel(ref)
-        left_in_chunk[job.chunk] -= 1
-        bar.update(1)
 
 
 def run_cli(args: Any, families: list[str]) -> int:

@@ -69,7 +69,7 @@ class CurveRecorder:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+                 _tb: TracebackType | None) -> None:
         if exc_type is not None:
             return
         if self.length is not None and len(self.losses) != self.length:

@@ -4,17 +4,18 @@ The paper (Table 6) draws ε per family, ``base × U[0.9, 1.1]``.  On our bank o
 the crossings of feasible tasks late in their windows: the runs of one family differ widely in speed (batch
 size and learning rate spread them), so a family-level ε is reached early by fast runs and never by slow
 ones.  Capacity then rarely binds and allocators differ only in how early they drop hopeless tasks.  The
-paper's regime — about 70 % of tasks feasible alone, feasible tasks needing most of their window, FIFO about
-17 points under the Oracle — needs the crossing placed per task.  So each task draws a crossing fraction
-``u ~ U[low, high]`` and takes
+paper's regime — most tasks feasible alone, feasible tasks needing most of their window, FIFO far under the
+Oracle — needs the crossing placed per task.  So each task draws a crossing fraction ``u ~ U[low, high]``
+and takes
 
     ε = min( L(s*),  (1 − margin) · min_{s ≤ 4} L(s) ),    s* = round(u · B),
 
 with L the task's cumulative-average loss and B its available time.  If L fell steadily, the task would
-first reach ε at s* and be feasible alone exactly when u ≤ 1: with the defaults about 70 % of tasks, and
-feasible tasks would need 40–100 % of their window.  The cap keeps every target below the task's loss over
-its first four batches, so no task is met before a predictor can see it (a target met on arrival is no
-task); noisy early averages (batch sizes 1–8) would otherwise make many such tasks.  Because real curves
+first reach ε at s* and be feasible alone exactly when u ≤ 1 — a share (1 − low) / (high − low) of the tasks,
+which the defaults set near the paper's 0.7 — and a feasible task would need the fraction u ∈ [low, 1] of its
+window.  The cap keeps every target below the task's loss over its first four batches, so no task is met
+before a predictor can see it (a target met on arrival is no task); noisy early averages (batch sizes 1–8)
+would otherwise make many such tasks.  Because real curves
 are not monotone, the exact outcome distribution is computed by :meth:`CrossingRule.outcomes`, not assumed.
 
 The paper-literal per-family rule stays available as the task sets ``id_paper``, ``rl_ood_paper`` and

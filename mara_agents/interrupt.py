@@ -18,7 +18,7 @@ INTERRUPTED = 130
 USAGE_ERROR = 2
 
 
-def raise_interrupt(signum: int, frame: object) -> None:
+def raise_interrupt(_signum: int, _frame: object) -> None:
     """A signal handler that stops the main thread as Ctrl-C does."""
     raise KeyboardInterrupt
 

@@ -12,7 +12,7 @@ M indivisible nodes with at most one node per task.  Our reconstruction, at ever
    execute.  The clip keeps LARA's original reading of an estimate capped at the remaining budget: a task
    forecast never to finish counts as needing its whole window, so it is dropped only when it crowds out
    others.  Unclipped (the predictors' cap is the generation cap 2·B − s), WLS's large over-estimates drop
-   most tasks outright and LARA idles its nodes (about 10 % success on the ID workloads).
+   most tasks outright and LARA idles its nodes (``docs/agents.md``, "LARA's demand clip").
 2. **Warm-up reservation.**  Tasks with fewer than 4 observations have no trustworthy estimate.  If any
    exist, one node is reserved and serves the warm-up task with the earliest deadline, so new tasks collect
    history without starving the feasible set.

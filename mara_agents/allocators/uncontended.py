@@ -6,8 +6,8 @@ tasks, every one of them is served whatever the allocator's ranking says, and th
 order is as good as the allocator's own.  The greedy MAT (:mod:`~mara_agents.allocators.mat`) and FM-slack
 (:mod:`~mara_agents.allocators.slack`) therefore ask their predictor and their ranking only for the
 *contended* observations of a batch (more occupied slots than nodes).  In the shipped evaluation that skips
-27 % (ID, p = 0.07) to 62 % (stress) of the rows, and the evaluation's episode rows stay byte-identical
-(``docs/performance.md``).
+a large share of the rows, and the evaluation's episode rows stay byte-identical (figures in
+``docs/performance.md``, "The evaluation in nine minutes").
 """
 
 from __future__ import annotations

@@ -21,12 +21,11 @@ from pathlib import Path
 
 from curves import checks
 from curves.bank import DEFAULT_BANK, BankError
-from mara_agents.checkpoint_io import CheckpointError
+from mara_agents.checkpoint_io import CheckpointError, portable_path
 from mara_agents.evaluation.cache import CacheError, ResultCache
 from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
 from mara_agents.evaluation.figures import plot_load_generalisation
 from mara_agents.evaluation.grid import Grid, markdown
-from mara_agents.checkpoint_io import portable_path
 from mara_agents.evaluation.harness import MAX_JOBS, Settings, evaluate
 from mara_agents.evaluation.methods import MethodError, is_import_path, parse_user_policy, spec_for
 from mara_agents.evaluation.paper import comparison
@@ -88,6 +87,34 @@ def method_name(text: str) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The checked arguments, every count filled in and ``args.out`` chosen (a scratch directory unless the run
+    is the full default one or ``--out`` is given); a bad flag exits with one line and status 2."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _check_flags(parser, args)
+    full = _is_full_default(args)
+    quick = QUICK if args.quick else {}
+    defaults = {"roots": quick.get("roots", ROOTS), "episodes": quick.get("episodes", EPISODES_PER_ROOT),
+                "loads": quick.get("loads", EVAL_LOADS), "seeds": quick.get("seeds")}
+    for name, default in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    args.loads = tuple(args.loads)
+    args.scratch = args.out is None and not full
+    args.experiments = list(dict.fromkeys(args.experiments or EXPERIMENTS))
+    if not args.scratch:  # a new scratch directory holds nothing the user named
+        args.out = args.out or RESULTS
+        outputs = {path.resolve() for path in written_files(args.out)}
+        for flag, path in (("--cache", args.cache), ("--readme", args.readme)):
+            if path is not None and path.resolve() in outputs:
+                parser.error(f"{flag} {path}: the run writes this file itself under --out {args.out}; name another")
+    else:  # made last, so that a refused command leaves no empty directory behind
+        args.out = Path(tempfile.mkdtemp(prefix="mara-quick-" if args.quick else "mara-eval-"))
+    return args
+
+
+def _parser() -> argparse.ArgumentParser:
+    """``evaluate.py``'s flags, each checked by its argparse type."""
     parser = argparse.ArgumentParser(prog="evaluate.py", description="Evaluate allocators on the fixed workloads "
                                      "and write the paper's tables and figures.", epilog=USAGE_EXAMPLES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,7 +158,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--readme", type=checks.argparse_type(checks.writable_file), metavar="FILE",
                         help="also replace FILE's '## Results' section with this run's (with machine and wall time)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The checks argparse's types cannot make alone: experiment names, ``--ray`` and ``--readme``."""
     unknown = [e for e in args.experiments if e not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiment(s) {unknown}; choose from {', '.join(EXPERIMENTS)}")
@@ -145,25 +176,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             parser.error(str(exc))
     if args.readme is not None and not args.readme.is_file():
         parser.error(f"--readme {args.readme}: no such file (name the README whose Results section to replace)")
-    full = _is_full_default(args)
-    quick = QUICK if args.quick else {}
-    defaults = {"roots": quick.get("roots", ROOTS), "episodes": quick.get("episodes", EPISODES_PER_ROOT),
-                "loads": quick.get("loads", EVAL_LOADS), "seeds": quick.get("seeds")}
-    for name, default in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, default)
-    args.loads = tuple(args.loads)
-    args.scratch = args.out is None and not full
-    args.experiments = list(dict.fromkeys(args.experiments or EXPERIMENTS))
-    if not args.scratch:  # a new scratch directory holds nothing the user named
-        args.out = args.out or RESULTS
-        outputs = {path.resolve() for path in written_files(args.out)}
-        for flag, path in (("--cache", args.cache), ("--readme", args.readme)):
-            if path is not None and path.resolve() in outputs:
-                parser.error(f"{flag} {path}: the run writes this file itself under --out {args.out}; name another")
-    else:  # made last, so that a refused command leaves no empty directory behind
-        args.out = Path(tempfile.mkdtemp(prefix="mara-quick-" if args.quick else "mara-eval-"))
-    return args
 
 
 def _is_full_default(args: argparse.Namespace) -> bool:

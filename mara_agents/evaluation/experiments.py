@@ -31,8 +31,8 @@ THIRD_PARTY_METHODS = ("maskable-ppo",)
 THIRD_PARTY_NOTE = ("MaskablePPO is a third-party trainer, not in the paper: sb3-contrib's MaskablePPO with its "
                     "default MLP policy, trained for 400k env steps per seed on train/val curves with the flat "
                     "observation and conflict repair (examples/sb3_maskable_ppo.py).")
-# Not in the paper: our own learned allocator, the best we ship (docs/learned_allocator.md, run 18): the same MAT
-# trained by another recipe, shown beside the paper's methods with its paired comparison against FM-slack and MARA.
+# Not in the paper: our own learned allocator, the best we ship (docs/learned_allocator.md says how it was
+# chosen): the same MAT trained by another recipe, shown beside the paper's methods with its paired comparison against FM-slack and MARA.
 OURS_METHODS = ("mat-il-ens",)
 OURS_NOTE = ("MAT-IL ensemble is ours, not the paper's: three of the paper's MAT over FM decoded as one, each "
              "trained by DAgger from an expert that reads the true remaining demand (training only), starting "

@@ -3,13 +3,13 @@
 A predictor's answer for a task depends only on the task's row — its observed losses, recipe, ε and cap —
 and in the simulator that row is the same after s batches whichever policy served the task.  The evaluation
 plays the same episodes with every method and training seed, and the FM-driven ones ask for the same rows
-again and again: on 12 ID episodes, 11 FM policy-seeds asked for 526,054 new rows of which 10.8 % were
-distinct (``docs/performance.md``).  :data:`SHARED` keeps the answers of one *scope* (the evaluation harness
+again and again: most of their rows were asked before (figures in ``docs/performance.md``, "The evaluation:
+predictor answers shared across policies").  :data:`SHARED` keeps the answers of one *scope* (the evaluation harness
 opens one per unit of work, named by its episodes), so a later unit on the same episodes reuses them.
 
 **Exactness.**  A batched network's answer for a row can depend on the batch it is computed in.  FM's does
-not on the machines we measured once the batch holds :data:`MIN_INVARIANT_BATCH` rows or more, while 1–2 rows
-take other kernels and differ in the last bits.  So a call with fewer new rows is computed as it always was and
+not once the batch holds :data:`MIN_INVARIANT_BATCH` rows or more (on the CPUs of ``docs/performance.md``),
+while smaller batches take other kernels and differ in the last bits.  So a call with fewer new rows is computed as it always was and
 never stored, a stored answer always comes from a batch of at least that size (padded by repeating its rows),
 and :func:`batch_invariant` checks the property for each predictor on a fixed query before the store is used:
 where it fails, nothing is shared and every answer is the one the predictor would give alone.
@@ -27,7 +27,7 @@ import numpy as np
 from mara_agents.predictors.base import Predictor, PredictorQuery
 from mara_agents.predictors.digest_table import DIGEST_BYTES, DigestTable
 
-MIN_INVARIANT_BATCH = 3  # rows per call from which FM's answers no longer depend on the batch (measured)
+MIN_INVARIANT_BATCH = 3  # rows per call from which FM's answers no longer depend on the batch (checked below)
 CAPACITY = 600_000  # stored rows at most (about 65 MB); a scope that outgrows it starts again empty
 
 

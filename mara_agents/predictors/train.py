@@ -269,7 +269,8 @@ def write_manifest(config: FMTrainConfig, result: dict[str, Any], train: CurveSe
         "checkpoint_sha256": file_sha256(out), "checkpoint_bytes": out.stat().st_size,
         "config": {**dataclasses.asdict(config), "bank": portable_path(config.bank), "out": portable_path(out)},
         "hparams": config.hparams().to_dict(),
-        "data": {"bank": portable_path(config.bank), "bank_sha256": bank_sha256, "curves_sha256": curves_checksum(train, val),
+        "data": {"bank": portable_path(config.bank), "bank_sha256": bank_sha256,
+                 "curves_sha256": curves_checksum(train, val),
                  "families": families, "train_curves": len(train.ids), "val_curves": len(val.ids),
                  "train_ids": list(train.ids), "val_ids": list(val.ids)},
         **result, "git_commit": git_commit(), "torch": torch.__version__,
@@ -277,17 +278,22 @@ def write_manifest(config: FMTrainConfig, result: dict[str, Any], train: CurveSe
     return manifest
 
 
+@dataclass
+class Progress:
+    """Where a run stands, as ``last.pt`` saves it: steps taken, the best validation loss and its step, the
+    evaluations since it last improved (early stopping counts them) and the training seconds so far."""
+
+    step: int = 0
+    best_val: float = math.inf
+    best_step: int = 0
+    stale: int = 0
+    seconds: float = 0.0
+
+
 def train(config: FMTrainConfig) -> TrainResult:
     """Run (or resume) stage-I training and write the selected checkpoint with its manifest."""
-    if config.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {config.device}: CUDA is not available on this machine")
-    run_dir = Path(config.run_dir)
+    run_dir = _check_run_dir(config)
     last, best = run_dir / "last.pt", run_dir / "best.pt"
-    if not config.resume and last.exists():
-        if not config.force:
-            raise ValueError(f"{run_dir} already holds a training run; --no-resume would replace it: add --force "
-                             "to do so, or choose another --run-dir")
-        remove_run_state(last)
     torch.set_num_threads(config.threads)
     device = torch.device(config.device)
     bank = load_bank(config.bank)  # first: a missing bank is one clear BankError
@@ -295,37 +301,78 @@ def train(config: FMTrainConfig) -> TrainResult:
     train_set = id_curve_set(bank, "train", config.min_prefix)
     val_set = id_curve_set(bank, "val", config.min_prefix)
     data_sha256 = curves_checksum(train_set, val_set)
-    hparams = config.hparams()
     run_dir.mkdir(parents=True, exist_ok=True)
 
     model = fresh_model(train_set, config, device)
     optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
-    step, best_val, best_step, stale, seconds = 0, float("inf"), 0, 0, 0.0
-    if config.resume and last.exists():
-        state = resumable_state(last, config, data_sha256)
-        model.load_state_dict(state["model"])
-        optimiser.load_state_dict(state["optimizer"])
-        step, best_val, best_step, stale, seconds = (state["step"], state["best_val"], state["best_step"],
-                                                     state["stale"], state["seconds"])
-        tqdm.write(f"resuming {last} at step {step} (best val {best_val:.4f} at step {best_step})")
-    else:
+    progress = _restore(config, last, best, model, optimiser, data_sha256)
+    validation = Validation(val_set, config, config.hparams(), device)
+    _optimise(config, model, optimiser, progress, train_set, validation, data_sha256)
+
+    if not best.exists():
+        raise ValueError(f"no validation happened: max_steps={config.max_steps} < eval_every={config.eval_every}")
+    save_checkpoint(config.out, load_model(best), {"step": progress.best_step, "val_loss": progress.best_val})
+    manifest = write_manifest(config, {"val_loss": progress.best_val, "best_step": progress.best_step,
+                                       "steps_trained": progress.step,
+                                       "stopped": "early" if progress.stale >= config.patience else "max_steps",
+                                       "train_seconds": round(progress.seconds, 1)}, train_set, val_set, bank_sha256)
+    return TrainResult(Path(config.out), manifest, progress.best_val, progress.best_step, progress.step,
+                       progress.seconds)
+
+
+def _check_run_dir(config: FMTrainConfig) -> Path:
+    """The run directory, after refusing an unavailable CUDA device and a run ``--no-resume`` would replace
+    without ``--force`` (with ``--force``, the old run's state is removed)."""
+    if config.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {config.device}: CUDA is not available on this machine")
+    run_dir = Path(config.run_dir)
+    last = run_dir / "last.pt"
+    if not config.resume and last.exists():
+        if not config.force:
+            raise ValueError(f"{run_dir} already holds a training run; --no-resume would replace it: add --force "
+                             "to do so, or choose another --run-dir")
+        remove_run_state(last)
+    return run_dir
+
+
+def _restore(config: FMTrainConfig, last: Path, best: Path, model: FlowMatchingModel,
+             optimiser: torch.optim.Optimizer, data_sha256: str) -> Progress:
+    """Load an interrupted run's model, optimiser and progress from ``last``; a fresh run starts from step 0 and
+    removes an earlier run's ``best``."""
+    if not (config.resume and last.exists()):
         best.unlink(missing_ok=True)  # a fresh run must not select a model left by an earlier one
-    validation = Validation(val_set, config, hparams, device)
-    writer = SummaryWriter(str(run_dir / "tb"), purge_step=step or None)
-    bar = tqdm(total=config.max_steps, initial=step, desc="FM stage I", unit="step", disable=not config.progress)
-    started, running = time.perf_counter() - seconds, 0.0
+        return Progress()
+    state = resumable_state(last, config, data_sha256)
+    model.load_state_dict(state["model"])
+    optimiser.load_state_dict(state["optimizer"])
+    progress = Progress(state["step"], state["best_val"], state["best_step"], state["stale"], state["seconds"])
+    tqdm.write(f"resuming {last} at step {progress.step} (best val {progress.best_val:.4f} at step "
+               f"{progress.best_step})")
+    return progress
+
+
+def _optimise(config: FMTrainConfig, model: FlowMatchingModel, optimiser: torch.optim.Optimizer, progress: Progress,
+              train_set: CurveSet, validation: Validation, data_sha256: str) -> None:
+    """Take Adam steps until ``max_steps`` or early stopping, validating (and saving ``last.pt``, and
+    ``best.pt`` on a new best) every ``eval_every`` steps; on Ctrl-C or SIGTERM the last whole step is saved."""
+    run_dir = Path(config.run_dir)
+    hparams, device = config.hparams(), torch.device(config.device)
+    writer = SummaryWriter(str(run_dir / "tb"), purge_step=progress.step or None)
+    bar = tqdm(total=config.max_steps, initial=progress.step, desc="FM stage I", unit="step",
+               disable=not config.progress)
+    started, running = time.perf_counter() - progress.seconds, 0.0
 
     def save_state() -> None:
-        save_run_state(last, {"config": dataclasses.asdict(config), "model": model.state_dict(),
-                              "optimizer": optimiser.state_dict(), "step": step, "best_val": best_val,
-                              "best_step": best_step, "stale": stale,
-                              "seconds": time.perf_counter() - started, "data_sha256": data_sha256})
+        save_run_state(run_dir / "last.pt", {
+            "config": dataclasses.asdict(config), "model": model.state_dict(), "optimizer": optimiser.state_dict(),
+            "step": progress.step, "best_val": progress.best_val, "best_step": progress.best_step,
+            "stale": progress.stale, "seconds": time.perf_counter() - started, "data_sha256": data_sha256})
 
     model.train()
-    saved, finished = step, True  # the step last.pt holds; whether model and step agree (no update half done)
+    saved, finished = progress.step, True  # the step last.pt holds; whether model and step agree (no half update)
     try:
-        while step < config.max_steps and stale < config.patience:
-            rng = np.random.default_rng([config.seed, 3, step])
+        while progress.step < config.max_steps and progress.stale < config.patience:
+            rng = np.random.default_rng([config.seed, 3, progress.step])
             batch = example_tensors(train_set, draw_examples(train_set, rng, config.batch_size, config.min_prefix),
                                     hparams, device)
             loss = flow_matching_objective(model, batch, *path_noise(rng, config.batch_size, hparams.bins, device))
@@ -334,38 +381,39 @@ def train(config: FMTrainConfig) -> TrainResult:
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             finished = False
             optimiser.step()
-            step += 1
-            finished = step % config.eval_every != 0  # a step whose validation is still due is not whole yet
+            progress.step += 1
+            finished = progress.step % config.eval_every != 0  # a step whose validation is due is not whole yet
             running += loss.item()
             bar.update(1)
-            if step % config.eval_every == 0:
-                val = validation.loss(model)
-                writer.add_scalar("train/loss", running / config.eval_every, step)
-                writer.add_scalar("val/loss", val, step)
+            if progress.step % config.eval_every == 0:
+                val = _validate(model, validation, progress, writer, running / config.eval_every, run_dir / "best.pt")
+                bar.set_postfix(val=f"{val:.4f}", best=f"{progress.best_val:.4f}@{progress.best_step}")
                 running = 0.0
-                if val < best_val:
-                    best_val, best_step, stale = val, step, 0
-                    save_checkpoint(best, model, {"step": step, "val_loss": val})
-                else:
-                    stale += 1
-                bar.set_postfix(val=f"{val:.4f}", best=f"{best_val:.4f}@{best_step}")
                 save_state()
-                saved, finished = step, True
+                saved, finished = progress.step, True
     except KeyboardInterrupt:
-        if finished and step > saved:  # the last whole step: resuming from it repeats nothing and skips nothing
+        if finished and progress.step > saved:  # the last whole step: resuming from it repeats and skips nothing
             save_state()
         raise
     finally:
         bar.close()
         writer.close()
-    if not best.exists():
-        raise ValueError(f"no validation happened: max_steps={config.max_steps} < eval_every={config.eval_every}")
-    seconds = time.perf_counter() - started
-    save_checkpoint(config.out, load_model(best), {"step": best_step, "val_loss": best_val})
-    manifest = write_manifest(config, {"val_loss": best_val, "best_step": best_step, "steps_trained": step,
-                                       "stopped": "early" if stale >= config.patience else "max_steps",
-                                       "train_seconds": round(seconds, 1)}, train_set, val_set, bank_sha256)
-    return TrainResult(Path(config.out), manifest, best_val, best_step, step, seconds)
+    progress.seconds = time.perf_counter() - started
+
+
+def _validate(model: FlowMatchingModel, validation: Validation, progress: Progress, writer: SummaryWriter,
+              train_loss: float, best: Path) -> float:
+    """One evaluation: log the mean training loss since the last one and the validation loss, keep a new best
+    model in ``best`` and count an evaluation without improvement; returns the validation loss."""
+    val = validation.loss(model)
+    writer.add_scalar("train/loss", train_loss, progress.step)
+    writer.add_scalar("val/loss", val, progress.step)
+    if val < progress.best_val:
+        progress.best_val, progress.best_step, progress.stale = val, progress.step, 0
+        save_checkpoint(best, model, {"step": progress.step, "val_loss": val})
+    else:
+        progress.stale += 1
+    return val
 
 
 def parse_config(argv: Sequence[str] | None = None) -> FMTrainConfig:

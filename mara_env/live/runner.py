@@ -33,10 +33,12 @@ STARTUP_TIMEOUT_S = 120.0
 RESTART_WAITS = 120  # a batch waits at most this many polls (60 s) for its node's actor to come back
 POLL_S = 0.5  # the dispatch loop wakes at least this often: step timeouts and Ctrl-C are handled promptly
 # Ray starts worker processes at niceness 15, so on a machine where other processes run at the default priority a
-# node gets a few per cent of a core: two 0.5-CPU nodes beside two busy loops on 2 cores took over 120 s to import
-# torch and load their data, against 14 s at niceness 0.  A node is the compute of the step the env waits for, so
-# it runs at the default priority.  (Ray's job supervisor sets the same variable the same way.)
+# node gets a few per cent of a core and may not start in time (docs/ray.md, "Priority").  A node is the compute
+# of the step the env waits for, so it runs at the default priority.  (Ray's job supervisor sets the same
+# variable the same way.)
 NODE_RUNTIME_ENV = {"env_vars": {"RAY_worker_niceness": "0"}}
+# The batches of one dispatch still out: stats reference -> (state reference, node, task key, task, try, sent at).
+_Pending = dict[Any, tuple[Any, int, int, LiveTask, int, float]]
 
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -140,46 +142,15 @@ class BatchRunner:
 
         out = StepBatches()
         began = time.perf_counter()
-        pending: dict[Any, tuple[Any, int, int, LiveTask, int, float]] = {}
+        pending: _Pending = {}
         waits: Counter[int] = Counter()
-
-        def submit(node: int, key: int, task: LiveTask, attempt: int) -> None:
-            state_ref, stats_ref = self._submit(node, key, task)
-            pending[stats_ref] = (state_ref, node, key, task, attempt, time.perf_counter())
-
         try:
             for node, key, task in jobs:
-                submit(node, key, task, 1)
+                self._send(pending, node, key, task, 1)
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
                 for ref in done:
-                    state_ref, node, key, task, attempt, _ = pending.pop(ref)
-                    try:
-                        stats = ray.get(ref)
-                    except ray.exceptions.RayError as exc:
-                        _consume(state_ref)
-                        restarting = isinstance(exc, ray.exceptions.ActorUnavailableError) and attempt > 1
-                        if restarting and waits[key] < RESTART_WAITS:
-                            # A retry reached the node's actor while it restarts after the crash that made the
-                            # retry: wait for it, without spending another try.
-                            waits[key] += 1
-                            time.sleep(POLL_S)
-                            submit(node, key, task, attempt)
-                            continue
-                        if attempt < self.attempts:
-                            out.retries += 1
-                            submit(node, key, task, attempt + 1)
-                        else:
-                            out.failed[key] = _first_line(exc)
-                        continue
-                    if "error" in stats or not math.isfinite(stats["loss"]):
-                        out.failed[key] = stats.get("error") or f"reported a non-finite loss ({stats['loss']})"
-                        continue
-                    self.states[key] = state_ref
-                    out.losses[key] = stats["loss"]
-                    out.compute_max_s = max(out.compute_max_s, stats["compute_s"])
-                    out.compute_sum_s += stats["compute_s"]
-                    out.worker_sum_s += stats["worker_s"]
+                    self._settle(ref, pending, waits, out)
                 self._stop_overdue(pending, out)
         except BaseException:
             # Only batches still running are cancelled: cancelling one whose reply is on its way can abort
@@ -192,7 +163,43 @@ class BatchRunner:
         out.wall_s = time.perf_counter() - began
         return out
 
-    def _stop_overdue(self, pending: dict[Any, tuple[Any, int, int, LiveTask, int, float]], out: StepBatches) -> None:
+    def _send(self, pending: _Pending, node: int, key: int, task: LiveTask, attempt: int) -> None:
+        """Submit one batch and remember what it is for, which try it is and when it left."""
+        state_ref, stats_ref = self._submit(node, key, task)
+        pending[stats_ref] = (state_ref, node, key, task, attempt, time.perf_counter())
+
+    def _settle(self, ref: Any, pending: _Pending, waits: Counter[int], out: StepBatches) -> None:
+        """Take the finished batch ``ref``: keep its loss and state, send it again, or fail its task."""
+        import ray
+
+        state_ref, node, key, task, attempt, _ = pending.pop(ref)
+        try:
+            stats = ray.get(ref)
+        except ray.exceptions.RayError as exc:
+            _consume(state_ref)
+            restarting = isinstance(exc, ray.exceptions.ActorUnavailableError) and attempt > 1
+            if restarting and waits[key] < RESTART_WAITS:
+                # A retry reached the node's actor while it restarts after the crash that made the
+                # retry: wait for it, without spending another try.
+                waits[key] += 1
+                time.sleep(POLL_S)
+                self._send(pending, node, key, task, attempt)
+            elif attempt < self.attempts:
+                out.retries += 1
+                self._send(pending, node, key, task, attempt + 1)
+            else:
+                out.failed[key] = _first_line(exc)
+            return
+        if "error" in stats or not math.isfinite(stats["loss"]):
+            out.failed[key] = stats.get("error") or f"reported a non-finite loss ({stats['loss']})"
+            return
+        self.states[key] = state_ref
+        out.losses[key] = stats["loss"]
+        out.compute_max_s = max(out.compute_max_s, stats["compute_s"])
+        out.compute_sum_s += stats["compute_s"]
+        out.worker_sum_s += stats["worker_s"]
+
+    def _stop_overdue(self, pending: _Pending, out: StepBatches) -> None:
         """Cancel and fail every pending batch that has run longer than its task's timeout."""
         now = time.perf_counter()
         for ref, (_, _, key, task, _, submitted) in list(pending.items()):

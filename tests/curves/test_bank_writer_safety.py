@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import curves.bank as bank_module
+import curves.bank_writer as writer_module
 from curves.bank import BankError, BankWriter, CurveRecord, load_bank
 from curves.build_bank import main as build_main
 from synthetic_bank import build_synthetic_bank
@@ -117,17 +117,17 @@ def test_an_interrupted_add_leaves_a_pending_array_that_reopening_removes(small_
     """Interrupt an add after its array is written and before its record is: the next writer removes exactly
     that array, and the bank is the one before the add."""
     before = _arrays(small_bank)
-    written = bank_module.atomic_write_npz
+    written = writer_module.atomic_write_npz
 
     def write_then_die(path, arrays):
         written(path, arrays)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bank_module, "atomic_write_npz", write_then_die)
+    monkeypatch.setattr(writer_module, "atomic_write_npz", write_then_die)
     record = CurveRecord("toy_fast", "test", 7, 7, 7, 16, 1e-3, "synthetic", "synthetic", 30)
     with pytest.raises(KeyboardInterrupt):
         BankWriter(small_bank).add(record, np.linspace(2.0, 1.0, 30))
-    monkeypatch.setattr(bank_module, "atomic_write_npz", written)
+    monkeypatch.setattr(writer_module, "atomic_write_npz", written)
     left = json.loads((small_bank / "manifest.json").read_text())
     assert left["pending"] == [{"family": "toy_fast", "key": "test_007"}]
     assert _arrays(small_bank)["toy_fast.npz"]["test_007"] == 30

@@ -1,0 +1,116 @@
+"""Check two of the project's code standards over the library code.
+
+* No function longer than ``MAX_FUNCTION_LINES`` lines (``def`` line to last line, docstring included):
+  a reader should see a whole function on one screen.
+* At most ``MAX_MEASUREMENT_LINES`` comment or string lines report a measurement, a run number or a date:
+  figures and history belong in ``docs/``, where they can be kept current; code says what and why.
+
+The library is ``curves/``, ``mara_env/``, ``mara_agents/``, ``train.py`` and ``evaluate.py``; tests and
+examples are not checked. ``python tools/code_standards.py`` prints every finding and exits 1 when a
+standard is broken; ``tests/test_code_standards.py`` asserts the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import re
+import sys
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = ("curves", "mara_env", "mara_agents", "train.py", "evaluate.py")
+MAX_FUNCTION_LINES = 60
+MAX_MEASUREMENT_LINES = 8
+
+# What a measurement, a run number or a date looks like in prose: "run 18", "runs 8-10", "62.46 %",
+# "12 ms", "2026-12-05", "Dec 2026", or the word "measured".  A percentage followed by "quantile" names a
+# statistic ("the 10 % quantile"), not a figure, and a format spec ("{x:.0%}") is code.
+MEASUREMENT = re.compile(
+    r"\bruns? \d+"
+    r"|(?<![.\w])\d+(?:\.\d+)? ?%(?![a-zA-Z(]| quantile)"
+    r"|\b\d+(?:\.\d+)? ?(?:ms|µs|us)\b"
+    r"|\b20\d\d-\d\d-\d\d\b"
+    r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* 20\d\d\b"
+    r"|\bmeasured\b",
+    re.IGNORECASE,
+)
+# Comments and string literals (an f-string's literal parts are their own tokens from Python 3.12 on).
+PROSE_TOKENS = {tokenize.COMMENT, tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One place in the library that a standard counts: ``path:line`` and what was found there."""
+
+    path: str
+    line: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.what}"
+
+
+def library_files(root: Path = ROOT) -> list[Path]:
+    """Every Python file of the library under ``root``, sorted."""
+    files: list[Path] = []
+    for name in LIBRARY:
+        path = root / name
+        files.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.exists() else [])
+    return files
+
+
+def long_functions(root: Path = ROOT, limit: int = MAX_FUNCTION_LINES) -> list[Finding]:
+    """Functions and methods of the library longer than ``limit`` lines."""
+    found = []
+    for path in library_files(root):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > limit:
+                    found.append(Finding(_rel(path, root), node.lineno, f"{node.name} is {length} lines"))
+    return found
+
+
+def measurement_lines(root: Path = ROOT) -> list[Finding]:
+    """Comment and string lines of the library that report a measurement, a run number or a date."""
+    found = []
+    for path in library_files(root):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        seen: set[int] = set()
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type not in PROSE_TOKENS:
+                continue
+            for number, piece in enumerate(token.string.splitlines(), start=token.start[0]):
+                if number not in seen and MEASUREMENT.search(piece):
+                    seen.add(number)
+                    found.append(Finding(_rel(path, root), number, lines[number - 1].strip()))
+    return found
+
+
+def _rel(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="repository root to check")
+    args = parser.parse_args(argv)
+    long = long_functions(args.root)
+    measured = measurement_lines(args.root)
+    print(f"functions over {MAX_FUNCTION_LINES} lines: {len(long)}")
+    for finding in long:
+        print(f"  {finding}")
+    print(f"lines reporting measurements, run numbers or dates: {len(measured)} (at most {MAX_MEASUREMENT_LINES})")
+    for finding in measured:
+        print(f"  {finding}")
+    return 0 if not long and len(measured) <= MAX_MEASUREMENT_LINES else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

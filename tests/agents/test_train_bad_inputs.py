@@ -170,7 +170,7 @@ def test_every_training_flag_is_checked_before_training(stage, argv, words, tmp_
 
 def test_no_progress_is_accepted_by_every_stage():
     from mara_agents.mat.config import parse_config as parse_mat
-    from mara_agents.mat.il_train import parse_config as parse_il
+    from mara_agents.mat.config import parse_il_config as parse_il
     from mara_agents.predictors.train import parse_config as parse_fm
 
     assert not any(parse(["--no-progress"]).progress for parse in (parse_fm, parse_mat, parse_il))

@@ -97,6 +97,8 @@ def test_a_starting_policy_of_another_shape_or_a_kl_without_one_is_refused(bank_
         train(wider)
     with pytest.raises(ValueError, match="reference_kl needs init_from"):
         tiny_config(bank_dir, tmp_path / "kl", reference_kl=0.1)
+    with pytest.raises(ValueError, match="mat-il-ens.*--slack-prior"):  # the ensemble's members have the prior
+        tiny_config(bank_dir, tmp_path / "member", init_from=str(first.checkpoint))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -25,11 +25,11 @@ import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
-from mara_agents.mat.checkpoint import export_policy, training_manifest
+from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.config import MATILConfig, parse_il_config
 from mara_agents.mat.imitation import ExpertRollout, LabelledStates, environment_configs, fit
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.train import TrainResult, start_torch, validation_workloads
+from mara_agents.mat.train import TrainResult, start_torch, training_manifest, validation_workloads
 from mara_agents.mat.validation import validation_score
 from mara_agents.predictors.demand import make_demand
 

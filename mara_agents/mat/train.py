@@ -4,6 +4,8 @@
 generators (:class:`Learner`); :func:`restore` continues a saved run; then each pass of the loop collects a
 rollout of N environments (one batched predictor call per vector step), computes GAE advantages, runs the
 PPO update, logs to TensorBoard, and :func:`save` applies the checkpoint rule and writes the resumable state.
+What MAT-IL (:mod:`mara_agents.mat.il_train`) shares with it lives here too: :func:`start_torch`,
+:func:`validation_workloads` and :func:`training_manifest`, the one description of an exported policy.
 
 **Checkpoint rule (fixed before any evaluation).**  Every ``validate_every`` env steps (at the first PPO
 update that crosses a multiple) and after the last update, the greedy policy is scored on the run's
@@ -30,8 +32,10 @@ an uninterrupted one.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,9 +44,10 @@ import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
-from mara_agents.checkpoint_io import file_sha256, load_run_state, portable_path, remove_run_state, save_run_state
+from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
+                                       remove_run_state, save_run_state)
 from mara_agents.config_cli import changed_settings
-from mara_agents.mat.checkpoint import export_policy, load_policy_model, training_manifest
+from mara_agents.mat.checkpoint import export_policy, load_policy_model
 from mara_agents.mat.config import MATTrainConfig, RunSettings, upgrade_record
 from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
@@ -50,6 +55,7 @@ from mara_agents.mat.ppo import Rollout, ValueNorm, gae, ppo_update
 from mara_agents.mat.rollout import VectorRollout
 from mara_agents.mat.validation import validation_score, validation_workload
 from mara_agents.predictors.demand import Demand, make_demand
+from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
 
 # Fields that may differ when a run is resumed; any other change is refused.  Paths compare by what they name.
 _RESUMABLE_CHANGES = frozenset({"device", "threads", "steps", "resume", "force", "out", "checkpoint_every",
@@ -105,13 +111,14 @@ class Learner:
 
 @dataclass
 class Progress:
-    """How far the run is: env steps, PPO updates, seconds spent training, and the (env step, score) of every
-    validation so far."""
+    """How far the run is: env steps, PPO updates, seconds spent training, the (env step, score) of every
+    validation so far, and the env step of the last resumable state written."""
 
     global_step: int = 0
     update: int = 0
     seconds: float = 0.0
     validation: list[tuple[int, float]] = field(default_factory=list)
+    saved_at: int = 0
 
 
 def start_torch(config: RunSettings) -> torch.device:
@@ -134,6 +141,32 @@ def validation_workloads(config: RunSettings) -> list[Path]:
         workloads.append(validation_workload(run / "validation_stress.json", config.bank, "stress", 0.0, 1,
                                              config.validation_stress_episodes))
     return workloads
+
+
+def training_manifest(config: RunSettings, model: MATModel, step: int, seconds: float,
+                      validation: Sequence[tuple[int, float]], role: str = "selected",
+                      **details: Any) -> dict[str, Any]:
+    """How an exported policy was trained (the JSON beside it): the method, the whole config, the architecture,
+    the step and ``role`` (``selected``: the checkpoint rule's pick; ``snapshot``: a learning-curve export),
+    the checkpoint rule in words and its validation scores, the data (bank and its SHA-256, task set, curve
+    splits, the arrival loads trained on), the frozen predictor and its SHA-256, and the code and torch
+    versions; ``details`` adds what one recipe alone records."""
+    fm = Path(config.fm_checkpoint or DEFAULT_FM)
+    uses_fm = config.predictor == "fm"
+    return {
+        "format": "mara-mat-manifest", "method": config.method, **details,
+        "config": config.record(), "hparams": model.hparams.to_dict(), "step": step, "role": role,
+        "selection_rule": config.selection_rule(),
+        "validation_scores": [{"step": at, "success_rate": score} for at, score in validation],
+        "train_seconds": round(seconds, 1),
+        "data": {"bank": portable_path(config.bank), "bank_sha256": bank_checksum(config.bank),
+                 "task_set": config.env.task_set, "curve_splits": list(config.env.curve_splits),
+                 "arrival_prob": config.training_loads()},
+        "predictor": {"name": config.predictor, "checkpoint": portable_path(fm) if uses_fm else None,
+                      "checkpoint_sha256": file_sha256(fm) if uses_fm else None},
+        "git_commit": git_commit(), "torch": torch.__version__,
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
 
 
 def initial_policy(config: MATTrainConfig, device: torch.device) -> MATModel | None:
@@ -201,7 +234,7 @@ def restore(config: MATTrainConfig, learner: Learner) -> Progress:
     learner.load(state)
     print(f"resumed {path} at env step {state['global_step']}", flush=True)
     return Progress(state["global_step"], state["update"], state["seconds"],
-                    [(int(step), float(score)) for step, score in state["validation"]])
+                    [(int(step), float(score)) for step, score in state["validation"]], state["global_step"])
 
 
 def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
@@ -263,10 +296,10 @@ def manifest(config: MATTrainConfig, learner: Learner, progress: Progress, recen
 
 
 def save(config: MATTrainConfig, learner: Learner, progress: Progress, demand: Demand, workloads: list[Path],
-         recent: deque[dict[str, float]], last_saved: int, writer: SummaryWriter) -> bool:
+         recent: deque[dict[str, float]], writer: SummaryWriter) -> None:
     """After an update: apply the checkpoint rule when a validation is due (export the model if it scores
     best so far), export a learning-curve snapshot when one is due, and write the resumable state after a
-    validation, every ``checkpoint_every`` env steps and at the end; returns whether the state was written."""
+    validation, every ``checkpoint_every`` env steps and at the end."""
     step, steps = progress.global_step, config.rollout_steps * config.num_envs
     last = step >= config.steps
     if workloads and (crossed(step, steps, config.validate_every) or last):
@@ -281,12 +314,11 @@ def save(config: MATTrainConfig, learner: Learner, progress: Progress, demand: D
         export_policy(config.run_path / "snapshots" / f"step_{step}.pt", learner.model, config.predictor,
                       manifest(config, learner, progress, recent, role="snapshot"))
     validated = bool(progress.validation) and progress.validation[-1][0] == step
-    if not (validated or step - last_saved >= config.checkpoint_every or last):
-        return False
-    save_run_state(config.run_path / "last.pt", {
-        **learner.state(), "global_step": step, "update": progress.update, "seconds": progress.seconds,
-        "config": config.record(), "validation": progress.validation})
-    return True
+    if validated or step - progress.saved_at >= config.checkpoint_every or last:
+        save_run_state(config.run_path / "last.pt", {
+            **learner.state(), "global_step": step, "update": progress.update, "seconds": progress.seconds,
+            "config": config.record(), "validation": progress.validation})
+        progress.saved_at = step
 
 
 def train(config: MATTrainConfig) -> TrainResult:
@@ -300,7 +332,6 @@ def train(config: MATTrainConfig) -> TrainResult:
     ppo, steps = config.ppo, config.rollout_steps * config.num_envs
     recent: deque[dict[str, float]] = deque(maxlen=RECENT_EPISODES)
     started, first_step, resumed_seconds = time.perf_counter(), progress.global_step, progress.seconds
-    last_saved = progress.global_step
     while progress.global_step < config.steps:
         tick = time.perf_counter()
         if ppo.anneal_lr:
@@ -321,8 +352,7 @@ def train(config: MATTrainConfig) -> TrainResult:
         elapsed = time.perf_counter() - tick
         progress.seconds += elapsed
         log_update(writer, config, progress, stats, envs.drain_finished(), recent, (collected - tick, elapsed))
-        if save(config, learner, progress, demand, workloads, recent, last_saved, writer):
-            last_saved = progress.global_step
+        save(config, learner, progress, demand, workloads, recent, writer)
     if not workloads:
         export_policy(config.out_path, learner.model, config.predictor, manifest(config, learner, progress, recent))
     writer.close()

@@ -84,6 +84,7 @@ MAT_CASES = [  # every flag of `train.py mat`, its PPO settings, model and envir
     (["--resume" + BAD], ["--resume"]),
     (["--force" + BAD], ["--force"]),
     (["--init-from", "{tmp}/no-policy.pt"], ["init_from", "no-policy.pt"]),
+    (["--method", "mara"], ["method", "mara"]),
     (["--critic-warmup", "-1"], ["critic_warmup", "-1"]),
     (["--privileged-critic" + BAD], ["--privileged-critic"]),
     (["--unverified" + BAD], ["--unverified"]),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -33,6 +34,15 @@ def check_integers(settings: Any, names: Sequence[str], low: int) -> None:
         value = getattr(settings, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+
+
+def check_range(name: str, value: object, low: float, high: float, low_open: bool = False) -> None:
+    """``value`` is a finite number in [low, high] (or (low, high] with ``low_open``), else ``ValueError``."""
+    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    inside = math.isfinite(number) and (low < number if low_open else low <= number) and number <= high
+    if not inside:
+        bracket = "(" if low_open else "["
+        raise ValueError(f"{name} must be a number in {bracket}{low:g}, {high:g}], got {value!r}")
 
 
 def check_run_files(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], *, device: str, threads: int,

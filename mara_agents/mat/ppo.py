@@ -1,6 +1,8 @@
 """PPO with GAE for the MAT allocator (paper §4.2, Eqs. 10–12), plus the value normaliser.
 
-The loss is L = −L_clip + c_v·L_V − c_e·H.  Following MAT, the clipped ratio is taken per node: node i's ratio
+One function per term: :func:`clipped_surrogate` (Eq. 10), :func:`value_loss` and :func:`policy_entropy`
+(Eq. 11), :func:`mat_loss` (Eq. 12: L = −L_clip + c_v·L_V − c_e·H) and our :func:`reference_kl` penalty;
+:func:`ppo_loss` puts them together on a minibatch.  Following MAT, the clipped ratio is taken per node: node i's ratio
 is π(a_i | o, a_<i) / π_old(a_i | o, a_<i) and every node shares the team advantage (the reward is shared).
 Clipping each factor keeps any one node's policy change bounded, which a single joint ratio over seven
 factors would not.  Value targets are normalised by running return statistics (MAPPO-style) so the critic
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from mara_agents.config_cli import check_integers
+from mara_agents.config_cli import check_integers, check_range
 from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
 
@@ -68,15 +70,6 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_v
     return advantages, advantages + values
 
 
-def _check_range(name: str, value: object, low: float, high: float, low_open: bool = False) -> None:
-    """``value`` is a finite number in [low, high] (or (low, high] with ``low_open``), else ``ValueError``."""
-    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-    inside = math.isfinite(number) and (low < number if low_open else low <= number) and number <= high
-    if not inside:
-        bracket = "(" if low_open else "["
-        raise ValueError(f"{name} must be a number in {bracket}{low:g}, {high:g}], got {value!r}")
-
-
 @dataclass(frozen=True)
 class PPOSettings:
     """The PPO algorithm's settings (paper Appendix A.3; lr and its schedule are ours)."""
@@ -92,90 +85,135 @@ class PPOSettings:
     epochs: int = field(default=10, metadata={"help": "PPO epochs per update"})
     minibatches: int = field(default=4, metadata={"help": "minibatches per epoch"})
     max_grad_norm: float = field(default=0.5, metadata={"help": "gradient-norm clip"})
-    reference_kl: float = field(default=0.0, metadata={
-        "help": "weight of a KL penalty that keeps the policy near the one it started from (with --init-from)"})
 
     def __post_init__(self) -> None:
-        _check_range("lr", self.lr, 0.0, 1.0, low_open=True)
-        _check_range("gamma", self.gamma, 0.0, 1.0)
-        _check_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
-        _check_range("clip", self.clip, 0.0, 1.0, low_open=True)
-        _check_range("value_coef", self.value_coef, 0.0, math.inf)
-        _check_range("entropy_coef", self.entropy_coef, 0.0, math.inf)
-        _check_range("max_grad_norm", self.max_grad_norm, 0.0, math.inf, low_open=True)
-        _check_range("reference_kl", self.reference_kl, 0.0, math.inf)
+        check_range("lr", self.lr, 0.0, 1.0, low_open=True)
+        check_range("gamma", self.gamma, 0.0, 1.0)
+        check_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
+        check_range("clip", self.clip, 0.0, 1.0, low_open=True)
+        check_range("value_coef", self.value_coef, 0.0, math.inf)
+        check_range("entropy_coef", self.entropy_coef, 0.0, math.inf)
+        check_range("max_grad_norm", self.max_grad_norm, 0.0, math.inf, low_open=True)
         check_integers(self, ("epochs", "minibatches"), 1)
 
 
 @dataclass(frozen=True)
-class Batch:
-    """A flattened rollout: tokens, stored joint actions and their old log-probs, advantages, returns, the
-    actions' log-probs under the reference policy (zeros when there is none), and the privileged critic's
-    extra inputs (None without one)."""
+class Rollout:
+    """On-policy transitions, as collected — (T, N, …) tensors of T vector steps of N environments — or, once
+    :meth:`flatten`-ed, as one (T·N, …) batch for the PPO update.
+
+    ``values`` are team values in return units and ``last_value`` (N,) bootstraps a collected rollout's tail;
+    ``privileged`` holds the privileged critic's extra inputs (None without one).  ``advantages`` and
+    ``returns`` (GAE's) and ``reference_log_probs`` (the actions' log-probs under the policy a KL penalty
+    holds the update near) are set when the rollout is flattened for the update, None before.
+    """
 
     slots: torch.Tensor
     glob: torch.Tensor
     present: torch.Tensor
     actions: torch.Tensor
     log_probs: torch.Tensor
-    advantages: torch.Tensor
-    returns: torch.Tensor
-    reference_log_probs: torch.Tensor
+    values: torch.Tensor
+    rewards: torch.Tensor
+    dones: torch.Tensor
+    last_value: torch.Tensor | None = None
     privileged: torch.Tensor | None = None
+    advantages: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+    reference_log_probs: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.actions.shape[0]
 
-    def select(self, rows: torch.Tensor) -> Batch:
-        """The minibatch of ``rows``."""
-        parts = (getattr(self, name) for name in self.__dataclass_fields__)
-        return Batch(*(None if part is None else part[rows] for part in parts))
+    def flatten(self, advantages: torch.Tensor, returns: torch.Tensor,
+                reference_log_probs: torch.Tensor | None = None) -> Rollout:
+        """(T, N, …) → (T·N, …): one batch with the (T, N) advantages and returns, and, when given, the
+        (T·N, M) reference log-probs; the tail's bootstrap value is dropped (GAE has used it)."""
+        step_major = {name: (None if getattr(self, name) is None else getattr(self, name).flatten(0, 1))
+                      for name in _STEP_FIELDS}
+        return Rollout(**step_major, advantages=advantages.flatten(), returns=returns.flatten(),
+                       reference_log_probs=reference_log_probs)
+
+    def select(self, rows: torch.Tensor) -> Rollout:
+        """The minibatch of ``rows`` of a flattened rollout."""
+        parts = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return Rollout(**{name: None if part is None else part[rows] for name, part in parts.items()})
 
 
-def ppo_loss(model: MATModel, batch: Batch, value_norm: ValueNorm, settings: PPOSettings,
-             critic_only: bool = False,
-             critic: PrivilegedCritic | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """Eq. 12 on one minibatch; advantages are normalised within it.  The values are the model's own, or
-    those of a separate ``critic`` that also reads ``batch.privileged``.
+_STEP_FIELDS = ("slots", "glob", "present", "actions", "log_probs", "values", "rewards", "dones", "privileged")
 
-    With ``settings.reference_kl`` > 0 the loss also penalises KL(π ‖ π_ref), estimated on the batch's actions
-    by E[r − 1 − log r] with r = π_ref(a)/π(a) (non-negative per sample).  ``critic_only`` leaves the policy
-    terms out: the value loss alone, for fitting a critic before the policy may move.
+
+def clipped_surrogate(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor,
+                      clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 10, L_clip: the mean over transitions and nodes of min(r·Â, clip(r, 1 − ε, 1 + ε)·Â), with node i's
+    ratio r = π(a_i | o, a_<i) / π_old(a_i | o, a_<i) and the team advantage Â shared by every node (the reward
+    is shared); returns (L_clip, the (B, M) ratios)."""
+    ratio = torch.exp(log_probs - old_log_probs)
+    unclipped = ratio * advantages[:, None]
+    clipped = ratio.clamp(1 - clip, 1 + clip) * advantages[:, None]
+    return torch.min(unclipped, clipped).mean(), ratio
+
+
+def value_loss(values: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Eq. 11, L_V: half the mean squared error of the (B, M) node values against the (B,) return targets
+    (both in the value normaliser's units)."""
+    return 0.5 * (values - targets[:, None]).pow(2).mean()
+
+
+def policy_entropy(entropy: torch.Tensor) -> torch.Tensor:
+    """Eq. 11, H: the mean entropy of the policy's per-node action distributions."""
+    return entropy.mean()
+
+
+def mat_loss(l_clip: torch.Tensor, l_value: torch.Tensor, entropy: torch.Tensor,
+             settings: PPOSettings) -> torch.Tensor:
+    """Eq. 12, L_MAT = −L_clip + c_v·L_V − c_e·H."""
+    return -l_clip + settings.value_coef * l_value - settings.entropy_coef * entropy
+
+
+def reference_kl(log_probs: torch.Tensor, reference_log_probs: torch.Tensor) -> torch.Tensor:
+    """KL(π ‖ π_ref), estimated on the batch's actions by E[r − 1 − log r] with r = π_ref(a)/π(a): unbiased and
+    non-negative per sample.  Ours, not the paper's: it holds a fine-tuned policy near its starting point."""
+    log_ratio = reference_log_probs - log_probs
+    return (torch.exp(log_ratio) - 1 - log_ratio).mean()
+
+
+def ppo_loss(model: MATModel, batch: Rollout, value_norm: ValueNorm, settings: PPOSettings,
+             critic_only: bool = False, critic: PrivilegedCritic | None = None,
+             kl_weight: float = 0.0) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss of one minibatch of a flattened rollout, with its statistics; advantages are normalised within
+    it.  The values are the model's own, or those of a separate ``critic`` that also reads
+    ``batch.privileged``.  ``critic_only``: c_v·L_V alone, for fitting a critic before the policy may move;
+    otherwise Eq. 12, plus ``kl_weight``·:func:`reference_kl` when ``kl_weight`` > 0.
     """
     log_probs, entropy, values = model.evaluate(batch.slots, batch.glob, batch.present, batch.actions)
     if critic is not None:
         values = critic(batch.slots, batch.glob, batch.present, batch.privileged)
     advantages = (batch.advantages - batch.advantages.mean()) / (batch.advantages.std() + 1e-8)
-    ratio = torch.exp(log_probs - batch.log_probs)
-    unclipped = ratio * advantages[:, None]
-    clipped = ratio.clamp(1 - settings.clip, 1 + settings.clip) * advantages[:, None]
-    policy_loss = -torch.min(unclipped, clipped).mean()
-    value_loss = 0.5 * (values - value_norm.normalise(batch.returns)[:, None]).pow(2).mean()
-    entropy_mean = entropy.mean()
-    if critic_only:
-        loss = settings.value_coef * value_loss
-    else:
-        loss = policy_loss + settings.value_coef * value_loss - settings.entropy_coef * entropy_mean
-    extra = {}
-    if settings.reference_kl > 0:
-        log_ratio = batch.reference_log_probs - log_probs
-        reference_kl = (torch.exp(log_ratio) - 1 - log_ratio).mean()
-        extra["reference_kl"] = reference_kl.item()
+    l_clip, ratio = clipped_surrogate(log_probs, batch.log_probs, advantages, settings.clip)
+    l_value = value_loss(values, value_norm.normalise(batch.returns))
+    entropy_mean = policy_entropy(entropy)
+    loss = settings.value_coef * l_value if critic_only else mat_loss(l_clip, l_value, entropy_mean, settings)
+    stats = {}
+    if kl_weight > 0:
+        kl = reference_kl(log_probs, batch.reference_log_probs)
+        stats["reference_kl"] = kl.item()
         if not critic_only:
-            loss = loss + settings.reference_kl * reference_kl
+            loss = loss + kl_weight * kl
     with torch.no_grad():
-        stats = {**extra, "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                 "entropy": entropy_mean.item(), "approx_kl": ((ratio - 1) - torch.log(ratio)).mean().item(),
-                 "clip_fraction": ((ratio - 1).abs() > settings.clip).float().mean().item()}
+        stats.update({"policy_loss": -l_clip.item(), "value_loss": l_value.item(), "entropy": entropy_mean.item(),
+                      "approx_kl": ((ratio - 1) - torch.log(ratio)).mean().item(),
+                      "clip_fraction": ((ratio - 1).abs() > settings.clip).float().mean().item()})
     return loss, stats
 
 
-def ppo_update(model: MATModel, optimizer: torch.optim.Optimizer, batch: Batch, value_norm: ValueNorm,
+def ppo_update(model: MATModel, optimizer: torch.optim.Optimizer, batch: Rollout, value_norm: ValueNorm,
                settings: PPOSettings, generator: torch.Generator, critic_only: bool = False,
-               critic: PrivilegedCritic | None = None) -> dict[str, float]:
-    """Several epochs of shuffled minibatch steps with gradient-norm clipping; returns mean statistics.
-    ``critic_only``: the value loss alone (give it an optimiser over the value head's parameters, or over
-    ``critic``'s when the values come from a separate critic).
+               critic: PrivilegedCritic | None = None, kl_weight: float = 0.0) -> dict[str, float]:
+    """Several epochs of shuffled minibatch steps of :func:`ppo_loss` over a flattened rollout, with
+    gradient-norm clipping; returns mean statistics.  ``critic_only``: the value loss alone (give it an
+    optimiser over the value head's parameters, or over ``critic``'s when the values come from a separate
+    critic).
 
     Every step clears the gradients of everything the loss reaches (the model and ``critic``), not only of the
     parameters ``optimizer`` holds, and clips the norm over the parameters it steps.  With a critic-only
@@ -195,7 +233,7 @@ def ppo_update(model: MATModel, optimizer: torch.optim.Optimizer, batch: Batch, 
         order = torch.randperm(len(batch), generator=generator).to(batch.actions.device)
         for start in range(0, size * settings.minibatches, size):
             loss, stats = ppo_loss(model, batch.select(order[start:start + size]), value_norm, settings,
-                                   critic_only, critic)
+                                   critic_only, critic, kl_weight)
             for parameter in reached:
                 parameter.grad = None
             loss.backward()

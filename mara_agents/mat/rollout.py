@@ -16,7 +16,6 @@ of that env draws from the same generator, so a run's episodes do not depend on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -28,29 +27,12 @@ import mara_env  # noqa: F401  (registers MARA-v0)
 from mara_agents.mat.critic import PrivilegedCritic, privileged_features
 from mara_agents.mat.experts import vector_true_remaining
 from mara_agents.mat.model import MATModel, token_tensors
-from mara_agents.mat.ppo import ValueNorm
+from mara_agents.mat.ppo import Rollout, ValueNorm
 from mara_agents.mat.tokens import Tokens, build_tokens
 from mara_agents.predictors.demand import Demand
 from mara_env.config import MARAConfig
 
 VECTORIZATION_MODES = ("vector_entry_point", "sync")
-
-
-@dataclass(frozen=True)
-class Rollout:
-    """(T, N, …) tensors of one rollout; ``values`` are team values in return units; ``last_value`` (N,)
-    bootstraps the tail; ``privileged`` holds the privileged critic's extra inputs (None without one)."""
-
-    slots: torch.Tensor
-    glob: torch.Tensor
-    present: torch.Tensor
-    actions: torch.Tensor
-    log_probs: torch.Tensor
-    values: torch.Tensor
-    rewards: torch.Tensor
-    dones: torch.Tensor
-    last_value: torch.Tensor
-    privileged: torch.Tensor | None = None
 
 
 def team_value(value_norm: ValueNorm, node_values: torch.Tensor) -> torch.Tensor:

@@ -1,25 +1,26 @@
 """Stage II: train the MAT allocator with PPO + GAE over a frozen predictor (paper §4.2–4.4, Algorithm 1).
 
-Read top to bottom: build the frozen predictor, the model and N environments; then repeat — collect a
-rollout (one batched predictor call per vector step), compute GAE advantages, run the PPO update, log to
-TensorBoard, and write the resumable state every ``checkpoint_every`` env steps.
+:func:`train` reads top to bottom: :func:`setup` builds the frozen predictor, the model, its optimisers and
+generators (:class:`Learner`); :func:`restore` continues a saved run; then each pass of the loop collects a
+rollout of N environments (one batched predictor call per vector step), computes GAE advantages, runs the
+PPO update, logs to TensorBoard, and :func:`save` applies the checkpoint rule and writes the resumable state.
+What MAT-IL (:mod:`mara_agents.mat.il_train`) shares with it lives here too: :func:`start_torch`,
+:func:`validation_workloads` and :func:`training_manifest`, the one description of an exported policy.
 
 **Checkpoint rule (fixed before any evaluation).**  Every ``validate_every`` env steps (at the first PPO
 update that crosses a multiple) and after the last update, the greedy policy is scored on the run's
-validation workload — episodes drawn from the bank's ``val`` curves (:mod:`mara_agents.mat.validation`) — and
-the model with the highest score so far is exported (ties keep the earlier one).  The validation workloads
-are a mixture at the training load and a small stress test (§5.4), weighted equally.  No evaluation workload,
-and no ``test`` curve, is ever looked at.  With ``validate_every = 0`` the final model is exported.
-
-The paper fixes its checkpoint at env step 10,500.  We do not: with the default rollout a run has then made
-7 PPO updates and no environment has finished its first episode, and the greedy policy's validation score
-moves by several points from one check to the next, so a fixed step would export noise.
+validation workloads — episodes drawn from the bank's ``val`` curves (:mod:`mara_agents.mat.validation`) —
+and the model with the highest score so far is exported (ties keep the earlier one).  The validation
+workloads are a mixture at the training load and a small stress test (§5.4), weighted equally.  No
+evaluation workload, and no ``test`` curve, is ever looked at.  With ``validate_every = 0`` the final model is
+exported.  The paper fixes its checkpoint at a step instead; ``mara_agents/checkpoints/README.md`` says why we
+do not.
 
 **Privileged critic.**  With ``--privileged-critic`` the values come from a separate network that also reads
 each task's true remaining demand (:mod:`mara_agents.mat.critic`); the optimiser trains it with the actor, the
 critic-only warm-up fits it alone, and it is saved in the run state but never exported.
 
-**Resume.**  ``<run_dir>/last.pt`` holds model, optimiser, value normaliser, generator states and counters,
+**Resume.**  ``<run_dir>/last.pt`` holds model, optimisers, value normaliser, generator states and counters,
 written atomically with a SHA-256 sidecar; the state before it is kept as ``last.prev.pt`` and used when the
 last one fails its check.  A killed run restarted with the same command (paths may be spelled differently)
 continues from the last save, losing at most ``checkpoint_every`` env steps; ``--no-resume`` over an existing
@@ -34,7 +35,8 @@ import dataclasses
 import datetime
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,24 +44,24 @@ import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
-from curves.bank import DEFAULT_BANK
 from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
                                        remove_run_state, save_run_state)
 from mara_agents.config_cli import changed_settings
 from mara_agents.mat.checkpoint import export_policy, load_policy_model
-from mara_agents.mat.config import MATTrainConfig
+from mara_agents.mat.config import MATTrainConfig, RunSettings, upgrade_record
 from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.ppo import Batch, ValueNorm, gae, ppo_update
-from mara_agents.mat.rollout import Rollout, VectorRollout
+from mara_agents.mat.ppo import Rollout, ValueNorm, gae, ppo_update
+from mara_agents.mat.rollout import VectorRollout
 from mara_agents.mat.validation import validation_score, validation_workload
-from mara_agents.predictors.demand import make_demand
+from mara_agents.predictors.demand import Demand, make_demand
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
 
 # Fields that may differ when a run is resumed; any other change is refused.  Paths compare by what they name.
 _RESUMABLE_CHANGES = frozenset({"device", "threads", "steps", "resume", "force", "out", "checkpoint_every",
                                 "snapshot_every", "run_dir", "progress", "unverified"})
 _PATHS = frozenset({"fm_checkpoint", "env.bank"})
+RECENT_EPISODES = 50  # finished training episodes whose mean success rate is logged and recorded
 
 
 @dataclass(frozen=True)
@@ -72,106 +74,110 @@ class TrainResult:
     steps_per_second: float
 
 
-def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
-            reference: MATModel | None = None) -> Batch:
-    """(T, N, …) rollout → (T·N, …) PPO batch, with the actions' log-probs under ``reference`` if given."""
-    privileged = rollout.privileged.flatten(0, 1) if rollout.privileged is not None else None
-    slots, glob, present = rollout.slots.flatten(0, 1), rollout.glob.flatten(0, 1), rollout.present.flatten(0, 1)
-    actions, log_probs = rollout.actions.flatten(0, 1), rollout.log_probs.flatten(0, 1)
-    if reference is None:
-        reference_log_probs = torch.zeros_like(log_probs)
-    else:
-        with torch.no_grad():
-            reference_log_probs = reference.evaluate(slots, glob, present, actions)[0]
-    return Batch(slots=slots, glob=glob, present=present, actions=actions, log_probs=log_probs,
-                 advantages=advantages.flatten(), returns=returns.flatten(), reference_log_probs=reference_log_probs,
-                 privileged=privileged)
+@dataclass
+class Learner:
+    """What PPO trains and a resumable state holds: the model, the privileged critic (None without one), the
+    optimiser of every trained parameter, the critic-only warm-up's optimiser (the value head's, or the
+    critic's), the value normaliser and the generators of action sampling and minibatch order; plus the frozen
+    policy the KL penalty holds the model near (None without the penalty)."""
+
+    model: MATModel
+    critic: PrivilegedCritic | None
+    optimizer: torch.optim.Optimizer
+    value_optimizer: torch.optim.Optimizer
+    value_norm: ValueNorm
+    sampler: torch.Generator
+    shuffler: torch.Generator
+    reference: MATModel | None
+
+    def state(self) -> dict[str, Any]:
+        """The trained state as a run state stores it."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "critic": self.value_optimizer.state_dict(), "value_norm": self.value_norm.state_dict(),
+                "generators": {"sampler": self.sampler.get_state(), "shuffler": self.shuffler.get_state()},
+                **({"privileged_critic": self.critic.state_dict()} if self.critic is not None else {})}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Continue from a run state's trained state."""
+        self.model.load_state_dict(state["model"])
+        if self.critic is not None:
+            self.critic.load_state_dict(state["privileged_critic"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.value_optimizer.load_state_dict(state["critic"])
+        self.value_norm.load_state_dict(state["value_norm"])
+        self.sampler.set_state(state["generators"]["sampler"])
+        self.shuffler.set_state(state["generators"]["shuffler"])
 
 
-def initial_policy(config: MATTrainConfig, device: torch.device) -> MATModel | None:
-    """The exported policy ``--init-from`` names (frozen: the KL penalty's reference), or None."""
-    if not config.init_from:
-        return None
-    reference, predictor = load_policy_model(config.init_from, device, verify=not config.unverified)
-    if predictor != config.predictor or reference.hparams != config.hparams():
-        raise ValueError(f"--init-from {config.init_from}: trained with predictor {predictor!r} and "
-                         f"{reference.hparams}, this run has {config.predictor!r} and {config.hparams()}")
-    return reference.requires_grad_(False)
+@dataclass
+class Progress:
+    """How far the run is: env steps, PPO updates, seconds spent training, the (env step, score) of every
+    validation so far, and the env step of the last resumable state written."""
+
+    global_step: int = 0
+    update: int = 0
+    seconds: float = 0.0
+    validation: list[tuple[int, float]] = field(default_factory=list)
+    saved_at: int = 0
 
 
-def checked_state(path: Path, config: MATTrainConfig) -> dict[str, Any]:
-    """The saved run state, refusing to resume a run started with different training settings."""
-    state = load_run_state(path)
-    changed = changed_settings(state["config"], as_record(config), _RESUMABLE_CHANGES, _PATHS)
-    if changed:
-        raise ValueError(f"{path}: cannot resume, the run was started with different {changed}; "
-                         "use another --run-dir or --no-resume")
-    return state
+def start_torch(config: RunSettings) -> torch.device:
+    """The run's torch device, after setting its CPU threads and seeding the global generator (which the
+    weights' initialisation draws from)."""
+    if config.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {config.device!r}: CUDA is not available on this machine")
+    torch.set_num_threads(config.threads)
+    device = torch.device(config.device)
+    torch.manual_seed(config.seed)
+    return device
 
 
-def crossed(step: int, steps: int, every: int) -> bool:
-    """Whether the update that ended at env step ``step`` (after ``steps`` more) crossed a multiple of ``every``."""
-    return bool(every) and step // every > (step - steps) // every
-
-
-def validation_workloads(config: MATTrainConfig, run: Path, bank: str) -> list[Path]:
-    """The run's validation workload files (none without validation): the mixture, then the stress test."""
-    if not config.validate_every:
-        return []
-    workloads = [validation_workload(run / "validation.json", bank, config.env.task_set, config.env.arrival_prob,
-                                     config.validation_roots, config.validation_episodes)]
+def validation_workloads(config: RunSettings) -> list[Path]:
+    """The run's validation workload files: the mixture, then the stress test (if any)."""
+    run = config.run_path
+    workloads = [validation_workload(run / "validation.json", config.bank, config.env.task_set,
+                                     config.env.arrival_prob, config.validation_roots, config.validation_episodes)]
     if config.validation_stress_episodes:
-        workloads.append(validation_workload(run / "validation_stress.json", bank, "stress", 0.0, 1,
+        workloads.append(validation_workload(run / "validation_stress.json", config.bank, "stress", 0.0, 1,
                                              config.validation_stress_episodes))
     return workloads
 
 
-def selection_rule(config: MATTrainConfig) -> str:
-    """The checkpoint rule in words, for the manifest."""
-    if not config.validate_every:
-        return "the final model (no validation)"
-    stress = (f" and {config.validation_stress_episodes} stress-test episodes (equal weight)"
-              if config.validation_stress_episodes else "")
-    return (f"highest greedy success rate on the validation workloads ({config.validation_roots} roots x "
-            f"{config.validation_episodes} episodes, {config.env.task_set} task set, p={config.env.arrival_prob}{stress}; "
-            f"val curves), scored every {config.validate_every} env steps and at the end; "
-            "ties keep the earlier model (fixed before evaluation; no test curve used)")
-
-
-def manifest(config: MATTrainConfig, model: MATModel, global_step: int, seconds: float,
-             recent: deque[dict[str, float]], validation: list[tuple[int, float]],
-             role: str = "selected") -> dict[str, Any]:
-    """How the exported policy was trained (JSON beside the checkpoint); ``role`` is ``selected`` (the
-    checkpoint rule's pick) or ``snapshot`` (a learning-curve export)."""
-    bank = config.env.bank or str(DEFAULT_BANK)
+def training_manifest(config: RunSettings, model: MATModel, step: int, seconds: float,
+                      validation: Sequence[tuple[int, float]], role: str = "selected",
+                      **details: Any) -> dict[str, Any]:
+    """How an exported policy was trained (the JSON beside it): the method, the whole config, the architecture,
+    the step and ``role`` (``selected``: the checkpoint rule's pick; ``snapshot``: a learning-curve export),
+    the checkpoint rule in words and its validation scores, the data (bank and its SHA-256, task set, curve
+    splits, the arrival loads trained on), the frozen predictor and its SHA-256, and the code and torch
+    versions; ``details`` adds what one recipe alone records."""
     fm = Path(config.fm_checkpoint or DEFAULT_FM)
-    rates = [e["success_rate"] for e in recent if np.isfinite(e["success_rate"])]
+    uses_fm = config.predictor == "fm"
     return {
-        "format": "mara-mat-manifest", "method": config.method,
-        "config": as_record(config), "hparams": model.hparams.to_dict(),
-        "step": global_step, "role": role,
-        "selection_rule": selection_rule(config),
-        "validation_scores": [{"step": step, "success_rate": score} for step, score in validation],
+        "format": "mara-mat-manifest", "method": config.method, **details,
+        "config": config.record(), "hparams": model.hparams.to_dict(), "step": step, "role": role,
+        "selection_rule": config.selection_rule(),
+        "validation_scores": [{"step": at, "success_rate": score} for at, score in validation],
         "train_seconds": round(seconds, 1),
-        "train_success_rate_last_episodes": float(np.mean(rates)) if rates else None,
-        "train_episodes_in_that_mean": len(rates),
-        "data": {"bank": portable_path(bank), "bank_sha256": bank_checksum(bank), "task_set": config.env.task_set,
-                 "curve_splits": list(config.env.curve_splits), "arrival_prob": config.env.arrival_prob},
-        "predictor": {"name": config.predictor,
-                      "checkpoint": portable_path(fm) if config.predictor == "fm" else None,
-                      "checkpoint_sha256": file_sha256(fm) if config.predictor == "fm" else None},
-        "initial_policy": ({"checkpoint": portable_path(config.init_from),
-                            "checkpoint_sha256": file_sha256(config.init_from)} if config.init_from else None),
+        "data": {"bank": portable_path(config.bank), "bank_sha256": bank_checksum(config.bank),
+                 "task_set": config.env.task_set, "curve_splits": list(config.env.curve_splits),
+                 "arrival_prob": config.training_loads()},
+        "predictor": {"name": config.predictor, "checkpoint": portable_path(fm) if uses_fm else None,
+                      "checkpoint_sha256": file_sha256(fm) if uses_fm else None},
         "git_commit": git_commit(), "torch": torch.__version__,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 
 
-def as_record(config: MATTrainConfig) -> dict[str, Any]:
-    """The config as plain JSON-able data (nested groups as dicts) for manifests and run states."""
-    record = dataclasses.asdict(config)
-    record["env"]["curve_splits"] = list(config.env.curve_splits)
-    return record
+def initial_policy(config: MATTrainConfig, device: torch.device) -> MATModel | None:
+    """The exported policy ``--init-from`` names (frozen: the KL penalty's reference), or None."""
+    if not config.finetune.init_from:
+        return None
+    reference, predictor = load_policy_model(config.finetune.init_from, device, verify=not config.unverified)
+    if predictor != config.predictor or reference.hparams != config.hparams():
+        raise ValueError(f"--init-from {config.finetune.init_from}: trained with predictor {predictor!r} and "
+                         f"{reference.hparams}, this run has {config.predictor!r} and {config.hparams()}")
+    return reference.requires_grad_(False)
 
 
 def prepare_fresh_run(config: MATTrainConfig, state_path: Path) -> None:
@@ -187,115 +193,169 @@ def prepare_fresh_run(config: MATTrainConfig, state_path: Path) -> None:
         (state_path.parent / name).unlink(missing_ok=True)
 
 
-def train(config: MATTrainConfig) -> TrainResult:
-    """Run (or resume) one MAT training run; returns where the selected policy was exported."""
-    if config.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {config.device!r}: CUDA is not available on this machine")
-    torch.set_num_threads(config.threads)
-    device = torch.device(config.device)
-    torch.manual_seed(config.seed)
-    run = Path(config.run_path)
-    state_path = run / "last.pt"
-    prepare_fresh_run(config, state_path)
+def setup(config: MATTrainConfig) -> tuple[Learner, Demand]:
+    """A fresh learner (random weights, or ``--init-from``'s) and the frozen demand stage."""
+    device = start_torch(config)
+    prepare_fresh_run(config, config.run_path / "last.pt")
     demand = make_demand(config.predictor, config.fm_checkpoint, config.device, verify=not config.unverified)
     model = MATModel(config.hparams()).to(device)
     start = initial_policy(config, device)
     if start is not None:
         model.load_state_dict(start.state_dict())
-    reference = start if config.ppo.reference_kl > 0 else None  # the KL penalty's reference, only when it counts
-    privileged = PrivilegedCritic(config.hparams()).to(device) if config.privileged_critic else None
-    trained = list(model.parameters()) + (list(privileged.parameters()) if privileged is not None else [])
-    optimizer = torch.optim.Adam(trained, lr=config.ppo.lr, eps=1e-5)
-    values = privileged if privileged is not None else model.value_head  # what the critic-only warm-up fits
-    critic = torch.optim.Adam(values.parameters(), lr=config.ppo.lr, eps=1e-5)
-    value_norm = ValueNorm().to(device)
-    sampler = torch.Generator(device=device).manual_seed(config.seed)
-    shuffler = torch.Generator().manual_seed(config.seed + 1)
-    bank = config.env.bank or str(DEFAULT_BANK)
-    validation: list[tuple[int, float]] = []  # (env step, score) of every validation so far
-    global_step, update, trained_seconds = 0, 0, 0.0
-    if config.resume and state_path.exists():
-        state = checked_state(state_path, config)
-        model.load_state_dict(state["model"])
-        if privileged is not None:
-            privileged.load_state_dict(state["privileged_critic"])
-        optimizer.load_state_dict(state["optimizer"])
-        critic.load_state_dict(state["critic"])
-        value_norm.load_state_dict(state["value_norm"])
-        sampler.set_state(state["generators"]["sampler"])
-        shuffler.set_state(state["generators"]["shuffler"])
-        global_step, update = state["global_step"], state["update"]
-        validation = [(int(step), float(score)) for step, score in state["validation"]]
-        trained_seconds = state["seconds"]
-        print(f"resumed {state_path} at env step {global_step}", flush=True)
+    critic = PrivilegedCritic(config.hparams()).to(device) if config.finetune.privileged_critic else None
+    trained = list(model.parameters()) + (list(critic.parameters()) if critic is not None else [])
+    values = critic if critic is not None else model.value_head  # what the critic-only warm-up fits
+    learner = Learner(model=model, critic=critic, optimizer=torch.optim.Adam(trained, lr=config.ppo.lr, eps=1e-5),
+                      value_optimizer=torch.optim.Adam(values.parameters(), lr=config.ppo.lr, eps=1e-5),
+                      value_norm=ValueNorm().to(device),
+                      sampler=torch.Generator(device=device).manual_seed(config.seed),
+                      shuffler=torch.Generator().manual_seed(config.seed + 1),
+                      reference=start if config.finetune.reference_kl > 0 else None)
+    return learner, demand
 
-    workloads = validation_workloads(config, run, bank)
-    envs = VectorRollout(config.env, config.num_envs, demand, seed=(config.seed, global_step), device=device)
-    writer = SummaryWriter(str(run / "tb"), purge_step=global_step)
-    settings = config.ppo
-    recent: deque[dict[str, float]] = deque(maxlen=50)
-    started, last_saved, first_step, resumed_seconds = time.perf_counter(), global_step, global_step, trained_seconds
-    while global_step < config.steps:
+
+def checked_state(path: Path, config: MATTrainConfig) -> dict[str, Any]:
+    """The saved run state, refusing to resume a run started with different training settings (a state
+    written before the ``finetune`` group existed is read in today's layout)."""
+    state = load_run_state(path)
+    changed = changed_settings(upgrade_record(state["config"]), config.record(), _RESUMABLE_CHANGES, _PATHS)
+    if changed:
+        raise ValueError(f"{path}: cannot resume, the run was started with different {changed}; "
+                         "use another --run-dir or --no-resume")
+    return state
+
+
+def restore(config: MATTrainConfig, learner: Learner) -> Progress:
+    """Continue from ``<run_dir>/last.pt`` when resuming and it exists; else a run at step 0."""
+    path = config.run_path / "last.pt"
+    if not (config.resume and path.exists()):
+        return Progress()
+    state = checked_state(path, config)
+    learner.load(state)
+    print(f"resumed {path} at env step {state['global_step']}", flush=True)
+    return Progress(state["global_step"], state["update"], state["seconds"],
+                    [(int(step), float(score)) for step, score in state["validation"]], state["global_step"])
+
+
+def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
+            reference: MATModel | None = None) -> Rollout:
+    """(T, N, …) rollout → (T·N, …) PPO batch, with the actions' log-probs under ``reference`` if given."""
+    batch = rollout.flatten(advantages, returns)
+    if reference is None:
+        return batch
+    with torch.no_grad():
+        reference_log_probs = reference.evaluate(batch.slots, batch.glob, batch.present, batch.actions)[0]
+    return dataclasses.replace(batch, reference_log_probs=reference_log_probs)
+
+
+def crossed(step: int, steps: int, every: int) -> bool:
+    """Whether the update that ended at env step ``step`` (after ``steps`` more) crossed a multiple of ``every``."""
+    return bool(every) and step // every > (step - steps) // every
+
+
+def success_rates(episodes: deque[dict[str, float]]) -> list[float]:
+    """The success rates of the episodes that had a task to succeed at."""
+    return [e["success_rate"] for e in episodes if np.isfinite(e["success_rate"])]
+
+
+def log_update(writer: SummaryWriter, config: MATTrainConfig, progress: Progress, stats: dict[str, float],
+               finished: list[dict[str, float]], recent: deque[dict[str, float]],
+               seconds: tuple[float, float]) -> None:
+    """TensorBoard scalars of one PPO update (and a printed line with ``--progress``): the episodes it finished
+    (kept in ``recent``), its loss statistics, and its ``seconds``: (collecting, the whole update)."""
+    step, steps = progress.global_step, config.rollout_steps * config.num_envs
+    for episode in finished:
+        recent.append(episode)
+        writer.add_scalar("charts/episode_return", episode["return"], step)
+        if np.isfinite(episode["success_rate"]):
+            writer.add_scalar("charts/success_rate", episode["success_rate"], step)
+    for key, value in stats.items():
+        writer.add_scalar(f"losses/{key}", value, step)
+    collecting, elapsed = seconds
+    writer.add_scalar("charts/steps_per_second", steps / elapsed, step)
+    writer.add_scalar("charts/rollout_seconds", collecting, step)
+    if config.progress:
+        rates = success_rates(recent)
+        print(f"update {progress.update} step {step} sps {steps / elapsed:.0f} (rollout {collecting:.1f}s) "
+              f"success {np.mean(rates) if rates else float('nan'):.3f} entropy {stats['entropy']:.3f} "
+              f"value_loss {stats['value_loss']:.3f}", flush=True)
+
+
+def manifest(config: MATTrainConfig, learner: Learner, progress: Progress, recent: deque[dict[str, float]],
+             role: str = "selected") -> dict[str, Any]:
+    """How the exported policy was trained: the shared manifest, with the recent training episodes' mean
+    success rate and the starting policy of a fine-tuning run."""
+    rates = success_rates(recent)
+    init_from = config.finetune.init_from
+    return training_manifest(
+        config, learner.model, progress.global_step, progress.seconds, progress.validation, role,
+        train_success_rate_last_episodes=float(np.mean(rates)) if rates else None,
+        train_episodes_in_that_mean=len(rates),
+        initial_policy=({"checkpoint": portable_path(init_from), "checkpoint_sha256": file_sha256(init_from)}
+                        if init_from else None))
+
+
+def save(config: MATTrainConfig, learner: Learner, progress: Progress, demand: Demand, workloads: list[Path],
+         recent: deque[dict[str, float]], writer: SummaryWriter) -> None:
+    """After an update: apply the checkpoint rule when a validation is due (export the model if it scores
+    best so far), export a learning-curve snapshot when one is due, and write the resumable state after a
+    validation, every ``checkpoint_every`` env steps and at the end."""
+    step, steps = progress.global_step, config.rollout_steps * config.num_envs
+    last = step >= config.steps
+    if workloads and (crossed(step, steps, config.validate_every) or last):
+        score = validation_score(learner.model, demand.predictor, workloads, config.bank)
+        writer.add_scalar("charts/validation_success_rate", score, step)
+        print(f"validation at step {step}: success {score:.4f}", flush=True)
+        best = max((s for _, s in progress.validation), default=-1.0)
+        progress.validation.append((step, score))
+        if score > best:
+            export_policy(config.out_path, learner.model, config.predictor, manifest(config, learner, progress, recent))
+    if config.snapshot_every and (crossed(step, steps, config.snapshot_every) or last):
+        export_policy(config.run_path / "snapshots" / f"step_{step}.pt", learner.model, config.predictor,
+                      manifest(config, learner, progress, recent, role="snapshot"))
+    validated = bool(progress.validation) and progress.validation[-1][0] == step
+    if validated or step - progress.saved_at >= config.checkpoint_every or last:
+        save_run_state(config.run_path / "last.pt", {
+            **learner.state(), "global_step": step, "update": progress.update, "seconds": progress.seconds,
+            "config": config.record(), "validation": progress.validation})
+        progress.saved_at = step
+
+
+def train(config: MATTrainConfig) -> TrainResult:
+    """Run (or resume) one MAT training run; returns where the selected policy was exported."""
+    learner, demand = setup(config)
+    progress = restore(config, learner)
+    workloads = validation_workloads(config) if config.validate_every else []
+    envs = VectorRollout(config.env, config.num_envs, demand, seed=(config.seed, progress.global_step),
+                         device=torch.device(config.device))
+    writer = SummaryWriter(str(config.run_path / "tb"), purge_step=progress.global_step)
+    ppo, steps = config.ppo, config.rollout_steps * config.num_envs
+    recent: deque[dict[str, float]] = deque(maxlen=RECENT_EPISODES)
+    started, first_step, resumed_seconds = time.perf_counter(), progress.global_step, progress.seconds
+    while progress.global_step < config.steps:
         tick = time.perf_counter()
-        if settings.anneal_lr:
-            for group in optimizer.param_groups:
-                group["lr"] = settings.lr * (1.0 - global_step / config.steps)
-        rollout = envs.collect(model, value_norm, config.rollout_steps, sampler, privileged)
+        if ppo.anneal_lr:
+            for group in learner.optimizer.param_groups:
+                group["lr"] = ppo.lr * (1.0 - progress.global_step / config.steps)
+        rollout = envs.collect(learner.model, learner.value_norm, config.rollout_steps, learner.sampler,
+                               learner.critic)
         collected = time.perf_counter()
-        advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, rollout.last_value,
-                                  settings.gamma, settings.gae_lambda)
-        warming = update < config.critic_warmup
-        stats = ppo_update(model, critic if warming else optimizer, flatten(rollout, advantages, returns, reference),
-                           value_norm, settings, shuffler, critic_only=warming, critic=privileged)
-        steps = config.rollout_steps * config.num_envs
-        global_step += steps
-        update += 1
+        advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, rollout.last_value, ppo.gamma,
+                                  ppo.gae_lambda)
+        warming = progress.update < config.finetune.critic_warmup  # fit the values alone, the policy waits
+        stats = ppo_update(learner.model, learner.value_optimizer if warming else learner.optimizer,
+                           flatten(rollout, advantages, returns, learner.reference), learner.value_norm, ppo,
+                           learner.shuffler, critic_only=warming, critic=learner.critic,
+                           kl_weight=config.finetune.reference_kl)
+        progress.global_step += steps
+        progress.update += 1
         elapsed = time.perf_counter() - tick
-        trained_seconds += elapsed
-
-        for episode in envs.drain_finished():
-            recent.append(episode)
-            writer.add_scalar("charts/episode_return", episode["return"], global_step)
-            if np.isfinite(episode["success_rate"]):
-                writer.add_scalar("charts/success_rate", episode["success_rate"], global_step)
-        for key, value in stats.items():
-            writer.add_scalar(f"losses/{key}", value, global_step)
-        writer.add_scalar("charts/steps_per_second", steps / elapsed, global_step)
-        writer.add_scalar("charts/rollout_seconds", collected - tick, global_step)
-        rates = [e["success_rate"] for e in recent if np.isfinite(e["success_rate"])]
-        if config.progress:
-            print(f"update {update} step {global_step} sps {steps / elapsed:.0f} (rollout {collected - tick:.1f}s) "
-                  f"success {np.mean(rates) if rates else float('nan'):.3f} entropy {stats['entropy']:.3f} "
-                  f"value_loss {stats['value_loss']:.3f}", flush=True)
-
-        last = global_step >= config.steps
-        if workloads and (crossed(global_step, steps, config.validate_every) or last):
-            score = validation_score(model, demand.predictor, workloads, bank)
-            writer.add_scalar("charts/validation_success_rate", score, global_step)
-            print(f"validation at step {global_step}: success {score:.4f}", flush=True)
-            best = max((s for _, s in validation), default=-1.0)
-            validation.append((global_step, score))
-            if score > best:
-                export_policy(config.out_path, model, config.predictor,
-                              manifest(config, model, global_step, trained_seconds, recent, validation))
-        if config.snapshot_every and (crossed(global_step, steps, config.snapshot_every) or last):
-            export_policy(run / "snapshots" / f"step_{global_step}.pt", model, config.predictor,
-                          manifest(config, model, global_step, trained_seconds, recent, validation, role="snapshot"))
-        if (validation and validation[-1][0] == global_step or global_step - last_saved >= config.checkpoint_every
-                or last):
-            save_run_state(state_path, {
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(), "critic": critic.state_dict(),
-                "value_norm": value_norm.state_dict(),
-                "generators": {"sampler": sampler.get_state(), "shuffler": shuffler.get_state()},
-                "global_step": global_step, "update": update, "seconds": trained_seconds,
-                "config": as_record(config), "validation": validation,
-                **({"privileged_critic": privileged.state_dict()} if privileged is not None else {})})
-            last_saved = global_step
+        progress.seconds += elapsed
+        log_update(writer, config, progress, stats, envs.drain_finished(), recent, (collected - tick, elapsed))
+        save(config, learner, progress, demand, workloads, recent, writer)
     if not workloads:
-        export_policy(config.out_path, model, config.predictor,
-                      manifest(config, model, global_step, trained_seconds, recent, validation))
+        export_policy(config.out_path, learner.model, config.predictor, manifest(config, learner, progress, recent))
     writer.close()
-    seconds = time.perf_counter() - started
-    return TrainResult(Path(config.out_path), global_step, seconds,
-                       ((global_step - first_step) / (trained_seconds - resumed_seconds))
-                       if trained_seconds > resumed_seconds else float("nan"))
+    return TrainResult(config.out_path, progress.global_step, time.perf_counter() - started,
+                       ((progress.global_step - first_step) / (progress.seconds - resumed_seconds))
+                       if progress.seconds > resumed_seconds else float("nan"))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from curves.bank import load_bank
-from mara_agents.mat.config import MATTrainConfig
+from mara_agents.mat.config import FineTuneSettings, MATTrainConfig
 from mara_agents.mat.model import MATHyperParameters
 from mara_agents.mat.ppo import PPOSettings
 from mara_agents.mat.train import TrainResult, train
@@ -62,7 +62,8 @@ def fm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_config(bank_dir: Path, run_dir: Path, **changes: object) -> MATTrainConfig:
     """A few dozen env steps of MAT-over-WLS training (20 per update), scored on a one-episode validation
     workload every 20 steps: fast, but the whole loop runs."""
-    groups = {"env": MARAConfig(), "ppo": PPOSettings(epochs=2, minibatches=2), "model": MATHyperParameters(dim=16)}
+    groups = {"env": MARAConfig(), "ppo": PPOSettings(epochs=2, minibatches=2), "model": MATHyperParameters(dim=16),
+              "finetune": FineTuneSettings()}
     settings = dict(predictor="wls", run_dir=str(run_dir), steps=60, validate_every=20, validation_roots=1,
                     validation_episodes=1, validation_stress_episodes=1, num_envs=2, rollout_steps=10,
                     checkpoint_every=20)

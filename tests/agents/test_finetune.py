@@ -10,14 +10,14 @@ import torch
 
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.model import MATHyperParameters, MATModel
-from mara_agents.mat.ppo import Batch, PPOSettings, ValueNorm, ppo_loss, ppo_update
+from mara_agents.mat.ppo import PPOSettings, Rollout, ValueNorm, ppo_loss, ppo_update
 from mara_agents.mat.train import train
 
 from conftest import tiny_config
 from test_ppo import tiny_batch
 
 
-def policy_logits(model: MATModel, batch: Batch) -> torch.Tensor:
+def policy_logits(model: MATModel, batch: Rollout) -> torch.Tensor:
     with torch.no_grad():
         return model.evaluate(batch.slots, batch.glob, batch.present, batch.actions)[0]
 
@@ -62,12 +62,12 @@ def test_the_reference_kl_is_zero_at_the_reference_and_grows_as_the_policy_leave
     model = MATModel(MATHyperParameters(dim=32))
     batch, norm = tiny_batch(model), ValueNorm()
     norm.update(batch.returns)
-    settings = PPOSettings(reference_kl=1.0)
-    _, at_reference = ppo_loss(model, batch, norm, settings)
+    settings = PPOSettings()
+    _, at_reference = ppo_loss(model, batch, norm, settings, kl_weight=1.0)
     assert at_reference["reference_kl"] == pytest.approx(0.0, abs=1e-6)
     with torch.no_grad():
         model.pointer_query.weight.mul_(3.0)
-    _, moved = ppo_loss(model, batch, norm, settings)
+    _, moved = ppo_loss(model, batch, norm, settings, kl_weight=1.0)
     assert moved["reference_kl"] > 1e-3
     _, without = ppo_loss(model, batch, norm, PPOSettings())
     assert "reference_kl" not in without
@@ -77,7 +77,7 @@ def test_training_from_an_exported_policy_starts_from_its_weights_and_records_it
     first = train(tiny_config(bank_dir, tmp_path / "first", steps=20, validate_every=0))
     start, _ = load_policy_model(first.checkpoint)
     config = tiny_config(bank_dir, tmp_path / "tuned", steps=20, validate_every=0, init_from=str(first.checkpoint),
-                         critic_warmup=1)
+                         method="mat-il", critic_warmup=1)
     tuned = train(config)
     after, _ = load_policy_model(tuned.checkpoint)
     moved = {name for name, value in after.state_dict().items() if not torch.equal(value, start.state_dict()[name])}
@@ -90,12 +90,15 @@ def test_training_from_an_exported_policy_starts_from_its_weights_and_records_it
 
 def test_a_starting_policy_of_another_shape_or_a_kl_without_one_is_refused(bank_dir, tmp_path):
     first = train(tiny_config(bank_dir, tmp_path / "first", steps=20, validate_every=0))
-    wider = tiny_config(bank_dir, tmp_path / "wider", steps=20, validate_every=0, init_from=str(first.checkpoint))
+    wider = tiny_config(bank_dir, tmp_path / "wider", steps=20, validate_every=0, init_from=str(first.checkpoint),
+                        method="mat-il")
     wider.model = MATHyperParameters(dim=32)
     with pytest.raises(ValueError, match="init-from"):
         train(wider)
     with pytest.raises(ValueError, match="reference_kl needs init_from"):
         tiny_config(bank_dir, tmp_path / "kl", reference_kl=0.1)
+    with pytest.raises(ValueError, match="mat-il-ens.*--slack-prior"):  # the ensemble's members have the prior
+        tiny_config(bank_dir, tmp_path / "member", init_from=str(first.checkpoint))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -103,7 +106,7 @@ def test_a_starting_policy_of_another_shape_or_a_kl_without_one_is_refused(bank_
 def test_fine_tuning_from_an_exported_policy_runs_on_cuda(bank_dir, tmp_path, privileged_critic):
     first = train(tiny_config(bank_dir, tmp_path / "first", steps=20, validate_every=0, device="cuda"))
     tuned = train(tiny_config(bank_dir, tmp_path / "tuned", steps=40, validate_every=20, device="cuda",
-                              init_from=str(first.checkpoint), critic_warmup=1, reference_kl=1.0,
+                              init_from=str(first.checkpoint), method="mat-il", critic_warmup=1, reference_kl=1.0,
                               privileged_critic=privileged_critic))
     manifest = json.loads(tuned.checkpoint.with_suffix(".json").read_text())
     assert manifest["config"]["device"] == "cuda" and manifest["method"] == "mat-il"

@@ -12,7 +12,9 @@ import train as train_cli
 from curves.bank import load_bank
 from mara_agents.allocators.mat import load_mat_policy
 from mara_agents.mat.experts import TRUE_REMAINING, PrivilegedObservation, PrivilegedSlackExpert
-from mara_agents.mat.il_train import MATILConfig, parse_config, train_il
+from mara_agents.mat.config import MATILConfig
+from mara_agents.mat.config import parse_il_config as parse_config
+from mara_agents.mat.il_train import train_il
 from mara_agents.mat.imitation import ExpertRollout, ImitationSettings, LabelledStates, environment_configs, fit
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.predictors.demand import make_demand

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from mara_agents.mat.model import MATHyperParameters, MATModel
-from mara_agents.mat.ppo import Batch, PPOSettings, ValueNorm, gae, ppo_loss, ppo_update
+from mara_agents.mat.ppo import PPOSettings, Rollout, ValueNorm, gae, ppo_loss, ppo_update
 from mara_agents.mat.tokens import NUM_SLOT_FEATURES
 
 
@@ -33,14 +33,16 @@ def test_value_norm_tracks_the_mean_and_variance_of_everything_seen():
     assert torch.allclose(norm.denormalise(norm.normalise(x)), x)
 
 
-def tiny_batch(model: MATModel, n: int = 64) -> Batch:
+def tiny_batch(model: MATModel, n: int = 64) -> Rollout:
+    """A flattened rollout of ``n`` random transitions played by ``model``, its own reference policy."""
     g = torch.Generator().manual_seed(0)
     present = torch.rand(n, 10, generator=g) < 0.6
     slots = torch.randn(n, 10, NUM_SLOT_FEATURES, generator=g) * present[..., None]
     glob = torch.rand(n, 4, generator=g)
     actions, log_probs, _ = model.act(slots, glob, present, generator=torch.Generator().manual_seed(1))
-    return Batch(slots, glob, present, actions, log_probs, advantages=torch.randn(n, generator=g),
-                 returns=torch.randn(n, generator=g) * 3 + 1, reference_log_probs=log_probs.clone())
+    return Rollout(slots, glob, present, actions, log_probs, values=torch.zeros(n), rewards=torch.zeros(n),
+                   dones=torch.zeros(n), advantages=torch.randn(n, generator=g),
+                   returns=torch.randn(n, generator=g) * 3 + 1, reference_log_probs=log_probs.clone())
 
 
 def test_ppo_update_lowers_the_loss_on_a_fixed_batch():

@@ -84,6 +84,7 @@ MAT_CASES = [  # every flag of `train.py mat`, its PPO settings, model and envir
     (["--resume" + BAD], ["--resume"]),
     (["--force" + BAD], ["--force"]),
     (["--init-from", "{tmp}/no-policy.pt"], ["init_from", "no-policy.pt"]),
+    (["--method", "mara"], ["method", "mara"]),
     (["--critic-warmup", "-1"], ["critic_warmup", "-1"]),
     (["--privileged-critic" + BAD], ["--privileged-critic"]),
     (["--unverified" + BAD], ["--unverified"]),
@@ -170,7 +171,7 @@ def test_every_training_flag_is_checked_before_training(stage, argv, words, tmp_
 
 def test_no_progress_is_accepted_by_every_stage():
     from mara_agents.mat.config import parse_config as parse_mat
-    from mara_agents.mat.il_train import parse_config as parse_il
+    from mara_agents.mat.config import parse_il_config as parse_il
     from mara_agents.predictors.train import parse_config as parse_fm
 
     assert not any(parse(["--no-progress"]).progress for parse in (parse_fm, parse_mat, parse_il))

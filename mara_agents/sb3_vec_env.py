@@ -109,10 +109,14 @@ class SB3VectorEnv(VecEnv):
         """``action_masks`` per sub-env from the batched masks; any other method is not per sub-env here."""
         if method_name != MASKS_METHOD:
             raise AttributeError(f"SB3VectorEnv only answers env_method({MASKS_METHOD!r}), got {method_name!r}")
+        if method_args or method_kwargs:
+            raise TypeError(f"{MASKS_METHOD}() takes no arguments, got {method_args!r} and {method_kwargs!r}")
         masks = self.env.action_masks()
         return [masks[row] for row in self._indices(indices)]
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: Any = None) -> list[bool]:
+        """No sub-env is wrapped: the native vector env holds them as arrays, not as Gymnasium envs."""
+        del wrapper_class
         return [False for _ in self._indices(indices)]
 
 

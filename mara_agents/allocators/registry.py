@@ -19,6 +19,8 @@ evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POL
 | ``fifo``, ``edf`` | naive   | —         | —                                                         |
 | ``random``      | uniform matching | —  | —                                                         |
 | ``maskable-ppo`` | sb3-contrib MaskablePPO (third-party) | — | sb3-contrib + ``mara_agents/checkpoints/third_party/maskable_ppo_seed{seed}.zip`` |
+| ``maskable-ppo-fm`` | sb3-contrib MaskablePPO on ``MARA-Forecast-v0`` | FM | sb3-contrib + ``third_party/forecast/maskable_ppo_seed{seed}.zip`` |
+| ``cleanrl-ppo-fm`` | CleanRL-style PPO on ``MARA-Forecast-v0`` | FM | ``third_party/forecast/cleanrl_ppo_seed{seed}_policy.pt2`` |
 
 MAT policies decode greedily unless ``sample=True`` (``mat-il-ens`` decodes greedily only).  Building a policy never
 imports training code.
@@ -34,7 +36,8 @@ from typing import Any
 
 from curves import checks
 from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy, RandomPolicy
-from mara_agents.allocators.third_party import make_maskable_ppo, shipped_seeds
+from mara_agents.allocators.third_party import (FORECAST_DIR, exported_policy_name, make_cleanrl_ppo_fm,
+                                                make_maskable_ppo, make_maskable_ppo_fm, shipped_seeds)
 from mara_agents.policy import Policy
 
 CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
@@ -118,6 +121,11 @@ POLICIES: dict[str, Method] = {method.name: method for method in (
     Method("random", "Random", RandomPolicy, (0,)),  # seeded, so that reruns match
     # trained by sb3-contrib, not by this project; seeds: those of the shipped checkpoints
     Method("maskable-ppo", "MaskablePPO (SB3, third-party)", make_maskable_ppo, shipped_seeds()),
+    # the same kinds of learner on MARA-Forecast-v0, with FM's forecast in the observation (docs/third_party.md)
+    Method("maskable-ppo-fm", "MaskablePPO + FM forecast (SB3, third-party)", make_maskable_ppo_fm,
+           shipped_seeds(FORECAST_DIR)),
+    Method("cleanrl-ppo-fm", "CleanRL PPO + FM forecast (third-party)", make_cleanrl_ppo_fm,
+           shipped_seeds(FORECAST_DIR, exported_policy_name("*"), ".pt2")),
 )}
 
 

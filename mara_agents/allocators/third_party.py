@@ -20,6 +20,7 @@ with no code to write.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -228,6 +229,15 @@ class ExportedPolicy(FlatNetworkPolicy):
             raise CheckpointError(f"{checkpoint}: not an exported flat-observation policy with its manifest: "
                                   f"{exc}") from exc
         super().__init__(checkpoint, num_nodes, choices - 1, flat_length)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ExportedPolicy:
+        """A copy that shares the exported program (read-only while playing; copying it is slow and warns)."""
+        clone = copy.copy(self)
+        memo[id(self)] = clone
+        for key, value in vars(self).items():
+            if key != "program":
+                setattr(clone, key, copy.deepcopy(value, memo))
+        return clone
 
     def greedy_picks(self, flat: np.ndarray, mask: np.ndarray) -> np.ndarray:
         import torch

@@ -27,10 +27,17 @@ REFERENCE_NOTE = ("FM-slack is not in the paper: a hand-written allocator over t
                   "mara_agents/allocators/slack.py).")
 # Not in the paper either: an off-the-shelf RL library's agent (mara_agents/allocators/third_party.py), shown in
 # Table 2 as what a general-purpose trainer reaches on this benchmark without any of the paper's machinery.
-THIRD_PARTY_METHODS = ("maskable-ppo",)
+# The "+ FM forecast" rows are the same kinds of learner on MARA-Forecast-v0 (docs/third_party.md): what a
+# standard learner reaches when it sees the paper's forecast.
+THIRD_PARTY_METHODS = ("maskable-ppo", "maskable-ppo-fm", "cleanrl-ppo-fm")
+FORECAST_THIRD_PARTY = "maskable-ppo-fm"  # its paired table shows what the forecast buys the same learner
 THIRD_PARTY_NOTE = ("MaskablePPO is a third-party trainer, not in the paper: sb3-contrib's MaskablePPO with its "
                     "default MLP policy, trained for 400k env steps per seed on train/val curves with the flat "
-                    "observation and conflict repair (examples/sb3_maskable_ppo.py).")
+                    "observation and conflict repair (examples/sb3_maskable_ppo.py). The \"+ FM forecast\" rows "
+                    "train on MARA-Forecast-v0, whose observation adds FM's forecast per slot (predicted remaining "
+                    "batches, slack, FM-slack's order and joint action): MaskablePPO with 16 envs × 128 steps per "
+                    "update, and a CleanRL-style PPO on the native vector env (examples/cleanrl_ppo.py), 400k env "
+                    "steps per seed each (docs/third_party.md).")
 # Not in the paper: our own learned allocator, the best we ship (docs/learned_allocator.md says how it was
 # chosen): the same MAT trained by another recipe, shown beside the paper's methods with its paired comparison against FM-slack and MARA.
 OURS_METHODS = ("mat-il-ens",)
@@ -42,7 +49,7 @@ OURS_NOTE = ("MAT-IL ensemble is ours, not the paper's: three of the paper's MAT
 DEFAULT_METHODS = {
     "table2": MAIN_METHODS + REFERENCE_METHODS + OURS_METHODS + THIRD_PARTY_METHODS,
     "table3": MAIN_METHODS + REFERENCE_METHODS + OURS_METHODS,
-    "fig4": ("mara", "lara", "fifo", "edf", *REFERENCE_METHODS, *OURS_METHODS),
+    "fig4": ("mara", "lara", "fifo", "edf", *REFERENCE_METHODS, *OURS_METHODS, *THIRD_PARTY_METHODS),
     "table4": ("mara", "mara-wls", "fifo", "edf", *OURS_METHODS),
     "table5": ("mara", "mara-sparse"),
     "families": MAIN_METHODS + REFERENCE_METHODS + OURS_METHODS,
@@ -170,6 +177,9 @@ def build_grids(experiments: Sequence[str], selection: Selection, rows: list[dic
             ours = [m for m in OURS_METHODS if m in methods]
             if ours and len(methods) > 1:
                 grids["paired_ours"] = _paired("paired_ours", ours[0], methods, cells, rows, skipped, load)
+            if FORECAST_THIRD_PARTY in methods and len(methods) > 1:
+                grids["paired_third_party"] = _paired("paired_third_party", FORECAST_THIRD_PARTY, methods, cells,
+                                                      rows, skipped, load)
         elif experiment == "table5":
             grids[experiment] = table_by_task_set(
                 "table5", f"Table 5. Reward shaping ablation at {load}: success rate (%), mean ± sample std",

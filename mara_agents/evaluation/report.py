@@ -30,6 +30,8 @@ SECTIONS = (
     ("table2", "Main results (paper Table 2)"),
     ("paired", "MARA's lead, paired by evaluation root (our addition)"),
     ("paired_ours", "Our learned allocator against FM-slack and MARA, paired by evaluation root (our addition)"),
+    ("paired_third_party", "A third-party learner with FM's forecast against the same learner without it and "
+                           "the rest, paired by evaluation root (our addition)"),
     ("table3", "Infeasible-task stress test (paper Table 3)"),
     ("fig4", "Load generalisation (paper Figure 4)"),
     ("table4", "Operational diagnostics (paper Table 4)"),

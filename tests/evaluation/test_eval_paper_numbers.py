@@ -43,13 +43,19 @@ def test_the_comparison_puts_ours_beside_the_paper_and_their_difference():
 def test_the_reference_allocator_follows_the_papers_methods_and_its_tables_say_it_is_not_the_papers():
     grids = build_grids(ALLOCATION_EXPERIMENTS, FULL, rows=[], skipped=set())
     assert grids["table2"].cols == ["MARA", "MARA-WLS", "LARA", "LARA-FM", "FIFO", "EDF", "FM-slack",
-                                    "MAT-IL ensemble (ours)", "MaskablePPO (SB3, third-party)", "Oracle", "Clairvoyant"]
+                                    "MAT-IL ensemble (ours)", "MaskablePPO (SB3, third-party)",
+                                    "MaskablePPO + FM forecast (SB3, third-party)",
+                                    "CleanRL PPO + FM forecast (third-party)", "Oracle", "Clairvoyant"]
     assert "MaskablePPO is a third-party trainer, not in the paper" in grids["table2"].note
+    assert "MARA-Forecast-v0" in grids["table2"].note and "MARA-Forecast-v0" in grids["fig4"].note
+    # what the forecast buys the same learner, paired by root
+    assert "MaskablePPO + FM forecast (SB3, third-party) − MaskablePPO (SB3, third-party)" in \
+        grids["paired_third_party"].cols
     assert "MaskablePPO" not in grids["table3"].note + " ".join(grids["table3"].rows)
     assert grids["table3"].rows[6] == "FM-slack" and "MARA − FM-slack" in grids["paired"].cols
     for name in ("table2", "table3", "fig4", "paired"):
         assert "FM-slack is not in the paper" in grids[name].note, name
-    for name in ("table2", "table3", "fig4", "table4", "families", "paired", "paired_ours"):
+    for name in ("table2", "table3", "fig4", "table4", "families", "paired", "paired_ours", "paired_third_party"):
         assert "MAT-IL ensemble is ours, not the paper's" in grids[name].note, name
     assert grids["paired_ours"].cols[:2] == ["MAT-IL ensemble (ours) − MARA", "MAT-IL ensemble (ours) − MARA-WLS"]
     assert "MAT-IL ensemble (ours) − FM-slack" in grids["paired_ours"].cols

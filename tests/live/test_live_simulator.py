@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from curves.bank import load_bank
-from mara_env.actions import standing_picks
+from mara_env.dynamics import standing_picks
 from mara_env.config import MARAConfig
 from mara_env.live.simulator import LiveSimulator, episode_bank
 from mara_env.live.tasks import LiveEpisode, LiveTask

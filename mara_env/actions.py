@@ -35,7 +35,7 @@ def repair_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
     if picks.ndim == 1:
         return np.array(_repair_one(picks.tolist(), occupied.tolist()), dtype=np.int64)
     num_slots = occupied.shape[-1]
-    flat_picks = picks.reshape(-1, picks.shape[-1]).astype(np.int64)
+    flat_picks = np.maximum(picks.reshape(-1, picks.shape[-1]).astype(np.int64), 0)  # a negative pick is idle
     stands = standing_picks(flat_picks, occupied.reshape(-1, num_slots))
     repaired = np.where(stands, flat_picks, 0)
     moving = (flat_picks > 0) & ~stands

@@ -18,13 +18,14 @@ Array functions broadcast over any leading batch axes, so one episode and N epis
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from mara_env.config import MARAConfig
 from mara_env.features import GLOBAL_FEATURE_INDEX as _G
-from mara_env.features import NUM_GLOBAL_FEATURES
+from mara_env.features import GLOBAL_FEATURES, NUM_GLOBAL_FEATURES
 from mara_env.shaping import log_progress, shaped_reward
 
 FUTURE, QUEUED, ACTIVE, SUCCEEDED, EXPIRED = range(5)
@@ -47,21 +48,31 @@ def standing_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
 
     A pick is served when its slot is occupied and no lower-indexed node picked the same slot: nodes take
     slots in index order. Every other non-idle pick is a conflict (the node idles, or is moved by
-    ``conflicts="repair"``). A negative pick counts as idle.
+    ``conflicts="repair"``).
     """
-    picks = np.maximum(picks, 0)
+    picks = np.asarray(picks)
     occupied = np.asarray(occupied, dtype=bool)
     num_nodes, num_slots = picks.shape[-1], occupied.shape[-1]
     flat = picks.reshape(-1, num_nodes)
     rows = flat.shape[0]
-    choice = (np.arange(rows)[:, None] * (num_slots + 1) + flat).reshape(-1)  # one cell per (row, choice)
+    row_start, nodes = _pick_layout(rows, num_nodes, num_slots)
+    choice = (row_start + flat).reshape(-1)  # one cell per (row, choice) of an (rows, K + 1) table
     occupied_choice = np.zeros((rows, num_slots + 1), dtype=bool)  # choice 0 (idle) is never a task
     occupied_choice[:, 1:] = occupied.reshape(-1, num_slots)
-    nodes = np.tile(np.arange(num_nodes), rows)
     first = np.full(rows * (num_slots + 1), num_nodes)
     np.minimum.at(first, choice, nodes)  # the lowest node making each choice
     served = occupied_choice.reshape(-1)[choice] & (first[choice] == nodes)
     return served.reshape(picks.shape)
+
+
+@lru_cache(maxsize=32)
+def _pick_layout(rows: int, num_nodes: int, num_slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each row's cells start in a flat (rows, K + 1) table, and each flat pick's node: the same for
+    every step of a vector env, so they are built once."""
+    row_start = np.arange(rows)[:, None] * (num_slots + 1)
+    nodes = np.tile(np.arange(num_nodes), rows)
+    row_start.flags.writeable = nodes.flags.writeable = False
+    return row_start, nodes
 
 
 def standing_picks_one(picks: list[int], occupied: list[bool]) -> list[bool]:
@@ -71,28 +82,38 @@ def standing_picks_one(picks: list[int], occupied: list[bool]) -> list[bool]:
     free = list(occupied)
     served = []
     for pick in picks:
-        stands = pick > 0 and free[pick - 1]
-        if stands:
+        if pick > 0 and free[pick - 1]:
             free[pick - 1] = False
-        served.append(stands)
+            served.append(True)
+        else:
+            served.append(False)
     return served
 
 
 # ---------------------------------------------------------------------------------------------- features
 def progress_features(batches: np.ndarray, budget: np.ndarray, loss: np.ndarray, first: np.ndarray,
                       eps: np.ndarray, warmup_observations: int) -> tuple[np.ndarray, ...]:
-    """The :data:`SERVED_FEATURES` of tasks after ``batches`` batches, and their progress q (paper Eq. 13).
+    """The :data:`SERVED_FEATURES` of tasks after ``batches`` ≥ 1 batches, and their progress q (paper Eq. 13).
 
-    ``loss`` is L(s) at s = ``batches`` and ``first`` is L(1); all arguments broadcast. Before the first
-    batch (s = 0) the loss features and q are 0. Returns (batches_done, current_loss, initial_loss,
-    log_loss_ratio, warmup, progress), all float64: the caller stores the features as float32, rounding each
-    value once.
+    ``loss`` is L(s) at s = ``batches`` and ``first`` is L(1); all arguments broadcast. Returns
+    (batches_done, current_loss, initial_loss, log_loss_ratio, warmup, progress) in float64: the caller stores
+    the features as float32, rounding each value once.
     """
+    return (batches / budget, loss, first, np.log(np.maximum(loss, TINY) / eps),
+            np.minimum(batches / warmup_observations, 1.0), log_progress(first, loss, eps))
+
+
+def progress_table(loss: np.ndarray, budget: np.ndarray, eps: np.ndarray,
+                   warmup_observations: int) -> tuple[np.ndarray, ...]:
+    """:func:`progress_features` of tasks after every batch count s = 0 … W, as (n, W + 1) tables.
+
+    ``loss`` (n, W + 1) holds L(s) at column s; ``budget`` and ``eps`` are (n,). Before the first batch
+    (column 0) every feature and q are 0.
+    """
+    batches = np.arange(loss.shape[-1])
+    values = progress_features(batches, budget[:, None], loss, loss[:, 1:2], eps[:, None], warmup_observations)
     seen = batches > 0
-    return (batches / budget, loss, np.where(seen, first, 0.0),
-            np.where(seen, np.log(np.maximum(loss, TINY) / eps), 0.0),
-            np.minimum(batches / warmup_observations, 1.0),
-            np.where(seen, log_progress(first, loss, eps), 0.0))
+    return tuple(np.where(seen, value, 0.0) for value in values)
 
 
 def queue_wait(t: np.ndarray | int, arrival: np.ndarray, budget: np.ndarray) -> np.ndarray:
@@ -111,13 +132,15 @@ def remaining_time(deadline: np.ndarray, t: np.ndarray | int, budget: np.ndarray
 def global_features(config: MARAConfig, active: np.ndarray | int, queued: np.ndarray | int,
                     t: np.ndarray | int) -> np.ndarray:
     """The ``global`` observation (..., 4) float32 by name (:data:`mara_env.features.GLOBAL_FEATURES`):
-    nodes M / M_max, active tasks / K, queued tasks / K and time t / T."""
-    shape = np.shape(active)
-    values = np.empty(shape + (NUM_GLOBAL_FEATURES,), dtype=np.float32)
-    values[..., _G["nodes"]] = config.num_nodes / config.max_nodes
-    values[..., _G["active"]] = np.divide(active, config.max_active)
-    values[..., _G["queue"]] = np.divide(queued, config.max_active)
-    values[..., _G["time"]] = np.divide(t, config.arrival_window)
+    nodes M / M_max, active tasks / K, queued tasks / K and time t / T. Each value is computed in float64 and
+    rounded to float32 once."""
+    named = {"nodes": config.num_nodes / config.max_nodes, "active": active / config.max_active,
+             "queue": queued / config.max_active, "time": t / config.arrival_window}
+    if not isinstance(active, np.ndarray):  # one episode: a list of four floats is the cheapest small array
+        return np.array([named[name] for name in GLOBAL_FEATURES], dtype=np.float32)
+    values = np.empty(np.shape(active) + (NUM_GLOBAL_FEATURES,), dtype=np.float32)
+    for name, value in named.items():
+        values[..., _G[name]] = value
     return values
 
 

@@ -190,12 +190,12 @@ def parse_picks(action: Any, num_nodes: int, num_slots: int) -> list[int]:
     return check_picks(action, (num_nodes,), num_slots).tolist()
 
 
-def action_picks(config: MARAConfig, action: Any, occupied: np.ndarray, batch: int | None = None,
+def action_picks(config: MARAConfig, action: Any, occupied: np.ndarray | None, batch: int | None = None,
                  name: str = "action") -> np.ndarray:
     """The node picks (…, M) int64 an action asks for, after the checks of its ``config.actions`` mode:
     ``picks`` are checked by :func:`check_picks`; ``scores`` by :func:`check_scores`, then ranked into a
-    matching over the ``occupied`` slots (:func:`mara_env.actions.scores_to_picks`). ``batch`` is the number
-    of sub-envs of a vector env (``None``: one env)."""
+    matching over the ``occupied`` slots (:func:`mara_env.actions.scores_to_picks`; only this mode reads
+    ``occupied``). ``batch`` is the number of sub-envs of a vector env (``None``: one env)."""
     m, k = config.num_nodes, config.max_active
     lead = () if batch is None else (batch,)
     if config.actions == "scores":

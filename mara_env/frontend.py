@@ -55,12 +55,15 @@ class FrontEnd:
     def step(self, picks: list[int]) -> tuple[float, bool, dict[str, Any]]:
         """Apply the conflict rule and advance; returns (team reward, terminated, info)."""
         self.check_can_step()
-        occupied = self.sim.slot_task >= 0
-        applied, repaired = resolve_conflicts(self.config, np.asarray(picks, dtype=np.int64), occupied)
-        if self.record is not None:
-            stands = standing_picks(applied, occupied)
-            self.record.add(np.where(stands, self.sim.slot_task[np.maximum(applied - 1, 0)], -1))
-        reward, terminated, info = self.engine.step(applied.tolist(), None if repaired is None else int(repaired))
+        repaired = None
+        if self.config.conflicts == "repair" or self.record is not None:  # else the picks go in as they are
+            occupied = self.sim.slot_task >= 0
+            applied, repaired = resolve_conflicts(self.config, np.asarray(picks, dtype=np.int64), occupied)
+            if self.record is not None:
+                stands = standing_picks(applied, occupied)
+                self.record.add(np.where(stands, self.sim.slot_task[np.maximum(applied - 1, 0)], -1))
+            picks = applied.tolist()
+        reward, terminated, info = self.engine.step(picks, None if repaired is None else int(repaired))
         self.ended = terminated
         return reward, terminated, info
 

@@ -146,7 +146,8 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def step(self, action: Any):
         self.frontend.check_can_step()
-        picks = action_picks(self.config, action, self.engine.sim.slot_task >= 0).tolist()
+        occupied = self.engine.sim.slot_task >= 0 if self.config.actions == "scores" else None
+        picks = action_picks(self.config, action, occupied).tolist()
         reward, terminated, info = self.frontend.step(picks)
         if self.render_mode == "human":
             self.render()

@@ -24,7 +24,7 @@ from curves.bank import CurveBank
 from mara_env.config import MARAConfig
 from mara_env.curve_table import curve_table
 from mara_env.dynamics import (ACTIVE, EXPIRED, FUTURE, QUEUED, SERVED_FEATURES, STATUS_NAMES, SUCCEEDED, TOTALS,
-                                episode_metrics, first_crossings, global_features, progress_features, queue_wait,
+                                episode_metrics, first_crossings, global_features, progress_table, queue_wait,
                                 remaining_time, standing_picks_one, task_outcomes)
 from mara_env.features import NUM_TASK_FEATURES
 from mara_env.features import TASK_FEATURE_INDEX as _F
@@ -78,9 +78,7 @@ class Simulator:
         self.budget = episode.budget
         self.deadline = episode.arrival + episode.budget
         self.eps = episode.eps
-        batches = np.arange(width + 1)[None, :]
-        *served, self.progress_table = progress_features(batches, self.budget[:, None], self.loss_table,
-                                                         self.loss_table[:, 1:2], self.eps[:, None], warmup)
+        *served, self.progress_table = progress_table(self.loss_table, self.budget, self.eps, warmup)
         # feature_table[k, s] = task k's feature row after s batches; remaining_time is filled per step and
         # queue_wait at admission.
         table = np.zeros((n, width + 1, NUM_TASK_FEATURES), dtype=np.float32)

@@ -15,7 +15,7 @@ import numpy as np
 
 from curves.bank import CurveBank, CurveRecord, FamilySpec
 from mara_env.config import MARAConfig
-from mara_env.dynamics import SERVED_FEATURES, progress_features
+from mara_env.dynamics import SERVED_FEATURES, progress_table
 from mara_env.features import TASK_FEATURE_INDEX as _F
 from mara_env.live.tasks import LIVE_SPLIT, LiveEpisode, tracked
 from mara_env.simulator import Simulator
@@ -92,11 +92,9 @@ def derive_loss_row(sim: Simulator, task: int) -> None:
     """Recompute the progress and loss features of ``task``'s row from its ``loss_table`` row, as
     :meth:`Simulator.load` derives them (the live simulator after each batch, the replay for a task whose ε
     applies to another metric than the cumulative average)."""
-    loss_row = sim.loss_table[task:task + 1]
-    batches = np.arange(loss_row.shape[1])[None, :]
-    *features, sim.progress_table[task:task + 1] = progress_features(
-        batches, sim.budget[task:task + 1, None], loss_row, loss_row[:, 1:2], sim.eps[task:task + 1, None],
-        sim.config.warmup_observations)
+    rows = slice(task, task + 1)
+    *features, sim.progress_table[rows] = progress_table(sim.loss_table[rows], sim.budget[rows], sim.eps[rows],
+                                                         sim.config.warmup_observations)
     row = sim.feature_table[task:task + 1]
     for name, values in zip(SERVED_FEATURES, features):
         row[..., _F[name]] = values

@@ -2,9 +2,9 @@
 
 A joint action gives every node a choice ``0`` (idle) or ``j`` (slot ``j - 1``). A *matching* (paper Eq. 2)
 serves each task with at most one node. The paper's environment turns a pick of an empty slot, or of a slot
-an earlier node already took, into an idle node (:func:`mara_env.dynamics.standing_picks`). ``repair_picks`` instead gives such a node another task, so
-a policy that ignores the other nodes' choices (a per-node mask, as in sb3-contrib or RLlib) still serves
-as many tasks as it asked for.
+an earlier node already took, into an idle node (:func:`mara_env.dynamics.standing_picks`). ``repair_picks``
+instead gives such a node another task, so a policy that ignores the other nodes' choices (a per-node mask, as
+in sb3-contrib or RLlib) still serves as many tasks as it asked for.
 
 ``scores_to_picks`` is the ranking action (``actions="scores"``): the team scores the K slots and the env
 builds the matching greedily, so every action is one.

@@ -127,8 +127,8 @@ class BatchSimulator:
         """Advance every episode one step; ``picks`` (N, M) are range-checked node choices (0 idle, j slot j−1).
 
         A pick of an empty slot, or of a slot a lower-indexed node already took, idles and counts a conflict
-        (:func:`mara_env.dynamics.standing_picks`). Returns per-episode ``successes``, ``expirations``, ``conflicts``, ``phi_before``, ``phi_after``
-        and ``terminated``.
+        (:func:`mara_env.dynamics.standing_picks`). Returns per-episode ``successes``, ``expirations``,
+        ``conflicts``, ``phi_before``, ``phi_after`` and ``terminated``.
         """
         occupied, active = self.occupied, self.active
         serves = standing_picks(picks, occupied)

@@ -185,11 +185,6 @@ def _first_non_integer(array: np.ndarray) -> str:
     return f"{array[index].item()!r} for {where}"
 
 
-def parse_picks(action: Any, num_nodes: int, num_slots: int) -> list[int]:
-    """One joint action checked by :func:`check_picks`, as a list of ints for the simulator."""
-    return check_picks(action, (num_nodes,), num_slots).tolist()
-
-
 def action_picks(config: MARAConfig, action: Any, occupied: np.ndarray | None, batch: int | None = None,
                  name: str = "action") -> np.ndarray:
     """The node picks (…, M) int64 an action asks for, after the checks of its ``config.actions`` mode:

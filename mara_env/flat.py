@@ -6,10 +6,10 @@ Layout, for K slots and H history points (``flat_history``)::
     [ slot 0: TASK_FEATURES (11) | history (H) ] … [ slot K-1: … ] | GLOBAL_FEATURES (4)
     | extra (K · F)? | node one-hot (M)?
 
-The per-slot ``history`` block replaces the raw ``(K, H_max)`` loss array (97 % of the dict observation) by
-the last H observed cumulative-average losses *before* the current one, as log-ratios to the current loss,
-``log(L(s - j) / L(s))`` for j = 1 … H: scale-free, near 0 once a curve flattens, and 0 where fewer points
-exist (``batches_done`` and ``warmup`` tell how many). ``extra`` holds an env's
+The per-slot ``history`` block replaces the raw ``(K, H_max)`` loss array (by far the largest part of the dict
+observation) by the last H observed cumulative-average losses *before* the current one, as log-ratios to the
+current loss, ``log(L(s - j) / L(s))`` for j = 1 … H: scale-free, near 0 once a curve flattens, and 0 where
+fewer points exist (``batches_done`` and ``warmup`` tell how many). ``extra`` holds an env's
 :class:`~mara_env.features.SlotFeatures` (the forecast env's), F values per slot, slot by slot; the plain
 ``MARA-v0`` has none. The node one-hot is appended only in the PettingZoo envs, so that one shared policy can
 tell the nodes apart.

@@ -15,8 +15,10 @@ drop-in replacement for ``SyncVectorEnv`` over N ``MARA-v0`` envs and returns th
   reset info. ``autoreset_mode=AutoresetMode.DISABLED`` instead requires ``reset(options={"reset_mask": m})``
   for the ended sub-envs before the next step (useful to pick the next workload episode yourself);
 * **infos** — the single env's info keys batched as ``SyncVectorEnv`` batches them: ``successes``,
-  ``expirations``, ``conflicts`` (and ``repaired``) as (N,) int arrays with ``_key`` masks, and ``episode_metrics`` (a dict of
-  (N,) arrays) with mask ``_episode_metrics`` on the steps where sub-envs terminate.
+  ``expirations``, ``conflicts`` (and ``repaired``) as (N,) int arrays with ``_key`` masks; on the steps where
+  sub-envs terminate, ``episode_metrics`` (a dict of (N,) arrays) with mask ``_episode_metrics`` and
+  ``task_outcomes`` (an (N,) object array holding each terminated sub-env's tuple of task outcomes) with mask
+  ``_task_outcomes``.
 
 Observations are those of ``MARAEnv`` in its ``observation=`` format (``dict``, ``flat`` or ``rllib``) with a
 leading N axis, and actions those of its ``actions=`` mode (``picks``: (N, M) choices; ``scores``: (N, K) slot

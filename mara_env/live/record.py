@@ -9,8 +9,8 @@ A live episode writes two things into its output folder:
 
 :func:`replay` plays the log's decisions in the MARA-v0 :class:`~mara_env.simulator.Simulator` over the
 recorded curves (for a task whose ε applies to another metric than the cumulative average, with that
-metric's series in its loss row), and :func:`replay_mismatches` lists every step or task where the replay's successes and
-expiries differ from the live run's (none, when the live run is faithful to the simulator).
+metric's series in its loss row), and :func:`replay_mismatches` lists every step or task where the replay's
+successes and expiries differ from the live run's (none, when the live run is faithful to the simulator).
 """
 
 from __future__ import annotations

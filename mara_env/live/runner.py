@@ -158,39 +158,58 @@ class BatchRunner:
                         stats = ray.get(ref)
                     except ray.exceptions.RayError as exc:
                         _consume(state_ref)
-                        restarting = isinstance(exc, ray.exceptions.ActorUnavailableError) and attempt > 1
-                        if restarting and waits[key] < RESTART_WAITS:
-                            # A retry reached the node's actor while it restarts after the crash that made the
-                            # retry: wait for it, without spending another try.
-                            waits[key] += 1
-                            time.sleep(POLL_S)
-                            submit(node, key, task, attempt)
-                            continue
-                        if attempt < self.attempts:
-                            out.retries += 1
-                            submit(node, key, task, attempt + 1)
-                        else:
-                            out.failed[key] = _first_line(exc)
+                        again = self._next_attempt(exc, key, attempt, waits, out)
+                        if again is not None:
+                            submit(node, key, task, again)
                         continue
-                    if "error" in stats or not math.isfinite(stats["loss"]):
-                        out.failed[key] = stats.get("error") or f"reported a non-finite loss ({stats['loss']})"
-                        continue
-                    self.states[key] = state_ref
-                    out.losses[key] = stats["loss"]
-                    out.compute_max_s = max(out.compute_max_s, stats["compute_s"])
-                    out.compute_sum_s += stats["compute_s"]
-                    out.worker_sum_s += stats["worker_s"]
+                    self._record(key, state_ref, stats, out)
                 self._stop_overdue(pending, out)
         except BaseException:
-            # Only batches still running are cancelled: cancelling one whose reply is on its way can abort
-            # Ray's core worker ("Tried to complete task that was not pending").
-            if pending:
-                _, running = ray.wait(list(pending), num_returns=len(pending), timeout=0)
-                for ref in running:
-                    self._cancel(ref)
+            self._cancel_running(list(pending))
             raise
         out.wall_s = time.perf_counter() - began
         return out
+
+    def _next_attempt(self, exc: BaseException, key: int, attempt: int, waits: Counter[int],
+                      out: StepBatches) -> int | None:
+        """The attempt to resubmit a failed batch as, or ``None`` once its task has failed for good (then the
+        failure is in ``out``)."""
+        import ray
+
+        restarting = isinstance(exc, ray.exceptions.ActorUnavailableError) and attempt > 1
+        if restarting and waits[key] < RESTART_WAITS:
+            # A retry reached the node's actor while it restarts after the crash that made the retry: wait for
+            # it, without spending another try.
+            waits[key] += 1
+            time.sleep(POLL_S)
+            return attempt
+        if attempt < self.attempts:
+            out.retries += 1
+            return attempt + 1
+        out.failed[key] = _first_line(exc)
+        return None
+
+    def _record(self, key: int, state_ref: Any, stats: dict[str, Any], out: StepBatches) -> None:
+        """A batch's reply: its loss and timings into ``out``, or the task's failure (a reported error or a
+        loss that is not finite)."""
+        if "error" in stats or not math.isfinite(stats["loss"]):
+            out.failed[key] = stats.get("error") or f"reported a non-finite loss ({stats['loss']})"
+            return
+        self.states[key] = state_ref
+        out.losses[key] = stats["loss"]
+        out.compute_max_s = max(out.compute_max_s, stats["compute_s"])
+        out.compute_sum_s += stats["compute_s"]
+        out.worker_sum_s += stats["worker_s"]
+
+    def _cancel_running(self, refs: list[Any]) -> None:
+        """Cancel the listed batches that are still running. Only those: cancelling one whose reply is on its
+        way can abort Ray's core worker ("Tried to complete task that was not pending")."""
+        import ray
+
+        if refs:
+            _, running = ray.wait(refs, num_returns=len(refs), timeout=0)
+            for ref in running:
+                self._cancel(ref)
 
     def _stop_overdue(self, pending: dict[Any, tuple[Any, int, int, LiveTask, int, float]], out: StepBatches) -> None:
         """Cancel and fail every pending batch that has run longer than its task's timeout."""

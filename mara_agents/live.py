@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from curves.ray_support import require_ray
 from mara_agents import POLICIES, Policy, make_policy
+from mara_agents.interrupt import raise_interrupt
 from mara_env.config import MARAConfig
 from mara_env.live import LiveEpisode, LiveMARAEnv, LiveSettings, LiveTask, replay_mismatches
 from mara_env.live.runner import connect
@@ -197,11 +198,6 @@ def run(args: argparse.Namespace, out: Path) -> str:
     return head + summary_table(env, steps, replay_mismatches(out)) + f"\nwrote {out}/bank and {out}/episode.json"
 
 
-def interrupt(signum: int, frame: object) -> None:
-    """A signal handler that turns the signal (SIGTERM) into Ctrl-C: the command stops as on an interruption."""
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point: bad arguments or an unusable setting print one line and exit with status 2; a Ray
     cluster that cannot be reached, one line and status 1; Ctrl-C or SIGTERM (mapped to Ctrl-C when run as
@@ -237,5 +233,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     raise SystemExit(main())

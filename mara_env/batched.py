@@ -10,8 +10,9 @@ expiry → advance → arrivals → admit → observe), written over arrays with
   padding tasks never arrive and count as already ended.
 
 A step is a fixed sequence of array operations whatever N is; Python loops only run over the few
-episodes that start or end in a step. Every value is computed with the same NumPy operations as the
-single simulator, so observations, rewards and metrics agree bit for bit.
+episodes that start or end in a step. The rules (conflicts, features, metrics, outcomes) are the functions of
+:mod:`mara_env.dynamics` that the single simulator calls too, so observations, rewards and metrics agree bit
+for bit.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
-"""What every front end shares: the bank, where episodes come from, the simulator and the reward.
+"""What every front end shares: the bank, where episodes come from, the simulator and the reward, and the
+checks that turn an action into the picks the simulator applies.
 
 The Gymnasium and PettingZoo environments are thin adapters over :class:`Engine`; they differ only in how
-actions arrive (one joint action, or one node at a time) and how observations are shaped.
+actions arrive (one joint action, or one node at a time) and how observations are shaped. The native vector
+env and the live env use the same checks (:func:`action_picks`, :func:`resolve_conflicts`,
+:func:`reset_info`) and the same reward and info (:mod:`mara_env.dynamics`).
 """
 
 from __future__ import annotations

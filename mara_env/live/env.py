@@ -109,6 +109,8 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.settings = settings or LiveSettings()
         if self.config.observation != "dict":
             raise ValueError(f"the live env offers observation='dict' only, got {self.config.observation!r}")
+        if self.config.actions != "picks":
+            raise ValueError(f"the live env takes one pick per node (actions='picks'), got {self.config.actions!r}")
         m, k = self.config.num_nodes, self.config.max_active
         self.jobs = check_jobs(jobs) if jobs is not None else None
         reference = cached_bank(str(self.settings.reference_bank or DEFAULT_BANK))

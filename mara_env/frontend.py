@@ -57,7 +57,7 @@ class FrontEnd:
         self.check_can_step()
         repaired = None
         if self.config.conflicts == "repair" or self.record is not None:  # else the picks go in as they are
-            occupied = self.sim.slot_task >= 0
+            occupied = self.sim.occupied
             applied, repaired = resolve_conflicts(self.config, np.asarray(picks, dtype=np.int64), occupied)
             if self.record is not None:
                 stands = standing_picks(applied, occupied)

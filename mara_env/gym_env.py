@@ -146,7 +146,7 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def step(self, action: Any):
         self.frontend.check_can_step()
-        occupied = self.engine.sim.slot_task >= 0 if self.config.actions == "scores" else None
+        occupied = self.engine.sim.occupied if self.config.actions == "scores" else None
         picks = action_picks(self.config, action, occupied).tolist()
         reward, terminated, info = self.frontend.step(picks)
         if self.render_mode == "human":
@@ -163,7 +163,7 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """Flattened (M · (K + 1),) boolean mask, the format sb3-contrib's MaskablePPO expects."""
         if not self.frontend.started:
             raise RuntimeError("call reset() before action_masks()")
-        occupied = self.engine.sim.slot_task >= 0
+        occupied = self.engine.sim.occupied
         per_node = np.concatenate([[True], occupied])
         return np.tile(per_node, self.config.num_nodes)
 

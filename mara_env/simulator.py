@@ -106,6 +106,9 @@ class Simulator:
         self.last_served: tuple[int, ...] = ()
         self._arrive()
         self._admit()
+        # Which slots hold a task as of this state (what the next step, Φ and the observation read; the
+        # slots change only inside load and step).
+        self.occupied = self.slot_task >= 0
         self.phi = self.potential()
         self.state_index += 1
 
@@ -116,7 +119,7 @@ class Simulator:
         Picking an empty slot or one an earlier node already picked turns the pick into idle and counts a
         conflict (:func:`mara_env.dynamics.standing_picks_one`); nothing else is ever repaired.
         """
-        stands = standing_picks_one(picks, (self.slot_task >= 0).tolist())
+        stands = standing_picks_one(picks, self.occupied.tolist())
         served = [pick - 1 for pick, stand in zip(picks, stands) if stand]
         conflicts = len(picks) - picks.count(0) - len(served)
         self.totals["queue_full"] += self.active == self.num_slots
@@ -131,6 +134,7 @@ class Simulator:
         self.t += 1
         self._arrive()
         self._admit()
+        self.occupied = self.slot_task >= 0
         phi_before, self.phi = self.phi, self.potential()
         self.state_index += 1
         return StepOutcome(successes, expirations, conflicts, phi_before, self.phi, self.terminated)
@@ -208,11 +212,11 @@ class Simulator:
     def terminated(self) -> bool:
         """After the arrival window, once every task has arrived and left."""
         return (self.t >= self.config.arrival_window and self.next_arrival >= len(self.episode)
-                and not self.queue and not (self.slot_task >= 0).any())
+                and not self.queue and not self.occupied.any())
 
     def potential(self) -> float:
         """Φ over the tasks now in slots (queued tasks are not active and do not count)."""
-        tasks = self.slot_task[self.slot_task >= 0]
+        tasks = self.slot_task[self.occupied]
         return potential(self.progress_table[tasks, self.batches[tasks]])
 
     def observation(self, *, action_mask: bool = True) -> dict[str, np.ndarray]:
@@ -236,7 +240,7 @@ class Simulator:
         return self._observed[1]
 
     def _build_observation(self) -> dict[str, np.ndarray]:
-        occupied = self.slot_task >= 0
+        occupied = self.occupied
         tasks = self.slot_task[occupied]
         batches = self.batches[tasks]
         features = np.zeros((self.num_slots, NUM_TASK_FEATURES), dtype=np.float32)

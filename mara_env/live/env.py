@@ -166,7 +166,7 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise RuntimeError("call reset() before step()" if self.log is None else
                                "the episode has ended; call reset() before step() again")
         sim, cfg = self.sim, self.config
-        occupied = sim.slot_task >= 0
+        occupied = sim.occupied
         picks, repaired = resolve_conflicts(cfg, action_picks(cfg, action, occupied), occupied)
         picks = picks.copy()  # failed tasks' nodes idle below
         nodes = np.flatnonzero(standing_picks(picks, occupied)).tolist()

@@ -53,26 +53,27 @@ def standing_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
     picks = np.asarray(picks)
     occupied = np.asarray(occupied, dtype=bool)
     num_nodes, num_slots = picks.shape[-1], occupied.shape[-1]
-    flat = picks.reshape(-1, num_nodes)
-    rows = flat.shape[0]
-    row_start, nodes = _pick_layout(rows, num_nodes, num_slots)
-    choice = (row_start + flat).reshape(-1)  # one cell per (row, choice) of an (rows, K + 1) table
+    rows = picks.size // num_nodes
+    row_start, nodes, unpicked = _pick_layout(rows, num_nodes, num_slots)
+    choice = (row_start + picks.reshape(rows, num_nodes)).ravel()  # one cell per (row, choice) of (rows, K + 1)
     occupied_choice = np.zeros((rows, num_slots + 1), dtype=bool)  # choice 0 (idle) is never a task
-    occupied_choice[:, 1:] = occupied.reshape(-1, num_slots)
-    first = np.full(rows * (num_slots + 1), num_nodes)
+    occupied_choice[:, 1:] = occupied.reshape(rows, num_slots)
+    first = unpicked.copy()
     np.minimum.at(first, choice, nodes)  # the lowest node making each choice
-    served = occupied_choice.reshape(-1)[choice] & (first[choice] == nodes)
-    return served.reshape(picks.shape)
+    return (occupied_choice.ravel()[choice] & (first[choice] == nodes)).reshape(picks.shape)
 
 
 @lru_cache(maxsize=32)
-def _pick_layout(rows: int, num_nodes: int, num_slots: int) -> tuple[np.ndarray, np.ndarray]:
-    """Where each row's cells start in a flat (rows, K + 1) table, and each flat pick's node: the same for
-    every step of a vector env, so they are built once."""
+def _pick_layout(rows: int, num_nodes: int, num_slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What :func:`standing_picks` needs for every step of a vector env of this shape, built once: where each
+    row's cells start in a flat (rows, K + 1) table, each flat pick's node, and a table where no node has
+    picked yet (every cell M)."""
     row_start = np.arange(rows)[:, None] * (num_slots + 1)
     nodes = np.tile(np.arange(num_nodes), rows)
-    row_start.flags.writeable = nodes.flags.writeable = False
-    return row_start, nodes
+    unpicked = np.full(rows * (num_slots + 1), num_nodes)
+    for table in (row_start, nodes, unpicked):
+        table.flags.writeable = False
+    return row_start, nodes, unpicked
 
 
 def standing_picks_one(picks: list[int], occupied: list[bool]) -> list[bool]:

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from curves.ray_support import require_ray
 from mara_agents import POLICIES, Policy, make_policy
+from mara_agents.interrupt import raise_interrupt
 from mara_env.config import MARAConfig
 from mara_env.live import LiveEpisode, LiveMARAEnv, LiveSettings, LiveTask, replay_mismatches
 from mara_env.live.runner import connect
@@ -72,23 +73,22 @@ def latency_rows(steps: Sequence[dict[str, float]]) -> list[tuple[str, np.ndarra
 
 def summary_table(env: LiveMARAEnv, steps: Sequence[dict[str, float]], mismatches: list[str] | None) -> str:
     """The live table printed after an episode."""
-    outcomes = env.outcomes()
-    metrics = env.sim.metrics()
+    outcomes = env.task_outcomes()
     lines = [f"{'tasks':<34}{len(outcomes):>8}"]
     for name in OUTCOMES:
         count = outcomes.count(name)
         if count or name in ("succeeded", "expired"):
             lines.append(f"{name:<34}{count:>8}")
     lines.append(f"{'  of them: recipes failed':<34}{len(env.failed_tasks):>8}" if env.failed_tasks else "")
-    lines.append(f"{'node utilisation':<34}{100 * metrics['utilisation']:>7.1f}%")
-    lines.append(f"{'batches run':<34}{sum(len(b) for b in env.sim.per_batch):>8}")
+    lines.append(f"{'node utilisation':<34}{100 * env.metrics()['utilisation']:>7.1f}%")
+    lines.append(f"{'batches run':<34}{sum(len(losses) for losses in env.losses):>8}")
     lines.append(f"{'batch retries':<34}{int(sum(s['retries'] for s in steps)):>8}")
     lines.append(f"\n{'per-step latency (ms)':<34}{'mean':>8}{'p50':>8}{'p95':>8}{'max':>8}")
     for label, values in latency_rows(steps):
         lines.append(f"{'  ' + label:<34}{values.mean():>8.2f}{np.median(values):>8.2f}"
                      f"{np.percentile(values, 95):>8.2f}{values.max():>8.2f}")
     for task, why in env.failed_tasks.items():
-        lines.append(f"FAILED task {task} ({env.sim.live_episode.tasks[task].family}): {why}")
+        lines.append(f"FAILED task {task} ({env.live_episode.tasks[task].family}): {why}")
     if mismatches is not None:
         verdict = "identical successes and expiries" if not mismatches else f"{len(mismatches)} mismatch(es)"
         lines.append(f"\nreplay in the simulator: {verdict}")
@@ -198,11 +198,6 @@ def run(args: argparse.Namespace, out: Path) -> str:
     return head + summary_table(env, steps, replay_mismatches(out)) + f"\nwrote {out}/bank and {out}/episode.json"
 
 
-def interrupt(signum: int, frame: object) -> None:
-    """A signal handler that turns the signal (SIGTERM) into Ctrl-C: the command stops as on an interruption."""
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point: bad arguments or an unusable setting print one line and exit with status 2; a Ray
     cluster that cannot be reached, one line and status 1; Ctrl-C or SIGTERM (mapped to Ctrl-C when run as
@@ -238,5 +233,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     raise SystemExit(main())

@@ -9,8 +9,10 @@ in its config, the recipe features the predictors read.
 iteration (one ``train()`` call: one ``tune.report`` of a function trainable, one ``step`` of a class
 trainable).  A trial's deadline is its arrival round (the round in which Tune added it) plus its deadline,
 so a trial that trains in every round has exactly ``deadline`` iterations, as a MARA task served at every
-step has B batches.  The bookkeeping is the live simulator's (:class:`mara_env.live.LiveSimulator`): slots,
-queue, deadlines, successes, expiries and the observation every registered allocator reads.
+step has B batches.  The bookkeeping is the live simulator's (:class:`mara_env.live.LiveSimulator`), used
+through its public API (``reveal``, ``fail``, ``step``, ``observation``, ``task_outcome(s)``, ``slot_tasks``,
+``deadline_of``): slots, queue, deadlines, successes, expiries and the observation every registered allocator
+reads.
 
 **The decisions.**  When a round ends, the allocator picks the trials the M nodes serve in the next round.
 A trial whose tracked metric reaches ε is stopped at once (``STOP``: it succeeded); so is one whose deadline
@@ -37,10 +39,10 @@ from curves.bank import FamilySpec
 from mara_agents.jobs.schedule import build_policy
 from mara_agents.policy import Policy
 from mara_env.config import MARAConfig
-from mara_env.live.record import STATUS_NAMES
 from mara_env.live.simulator import LiveSimulator
 from mara_env.live.tasks import METRICS, LiveEpisode, LiveTask, tracked
-from mara_env.simulator import ACTIVE, EXPIRED, SUCCEEDED
+
+ENDED = ("succeeded", "expired")  # the outcomes of a trial that has left MARA's slots and queue
 
 HISTORY_WIDTH = 700  # the shipped bank's H_max: the observation width the MAT checkpoints were trained on
 
@@ -87,7 +89,7 @@ class MARAScheduler(TrialScheduler):
         self.max_running = 0
         self.decisions: Counter[str] = Counter()  # CONTINUE / PAUSE / STOP, as returned
         self.iterations: Counter[str] = Counter()  # per trial id, the results it reported
-        self.sim: LiveSimulator | None = None
+        self.simulator: LiveSimulator | None = None  # MARA's account of the trials, replayed round by round
 
     # ------------------------------------------------------------------ Tune's hooks
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
@@ -126,10 +128,10 @@ class MARAScheduler(TrialScheduler):
         value = float(result[self._metric])
         pending = self.reports.setdefault(k, [])
         pending.append(value)
-        sim, task = self.sim, self.tasks[k]
-        series = tracked(sim.per_batch[k] + pending, task.metric, task.ema_decay)
+        simulator, task = self.simulator, self.tasks[k]
+        series = tracked(simulator.per_batch[k] + pending, task.metric, task.ema_decay)
         finished = (not math.isfinite(value) or series[-1] <= task.eps
-                    or len(self.rounds) + len(pending) >= sim.deadline[k])
+                    or len(self.rounds) + len(pending) >= simulator.deadline_of(k))
         self.serving.add(k)
         if finished:
             self.serving.discard(k)
@@ -155,7 +157,7 @@ class MARAScheduler(TrialScheduler):
         """The first waiting trial the allocator serves, while fewer than M trials train.  Waiting trials that
         expired meanwhile are stopped here."""
         for k, trial in enumerate(self.trials):
-            if trial.status in (Trial.PENDING, Trial.PAUSED) and self.sim.status[k] in (SUCCEEDED, EXPIRED):
+            if trial.status in (Trial.PENDING, Trial.PAUSED) and self.simulator.task_outcome(k) in ENDED:
                 tune_controller.stop_trial(trial)
         if len(self.serving) >= self.nodes:
             return None
@@ -175,16 +177,16 @@ class MARAScheduler(TrialScheduler):
     # ------------------------------------------------------------------ bookkeeping
     def outcomes(self) -> dict[str, str]:
         """Per trial id: ``succeeded``, ``expired``, ``running``, ``queued`` (MARA's view of the trial)."""
-        if self.sim is None:
+        if self.simulator is None:
             return {}
-        return {trial.trial_id: STATUS_NAMES[int(status)] for trial, status in zip(self.trials, self.sim.status)}
+        return {trial.trial_id: outcome for trial, outcome in zip(self.trials, self.simulator.task_outcomes())}
 
     def _rebuild(self) -> None:
         """The simulator over every trial added so far, replayed through the finished rounds (a trial added now
         arrives in the current round, after them, so the replay is the history as it happened)."""
-        self.sim = LiveSimulator(self.config, max(HISTORY_WIDTH, *(task.budget for task in self.tasks)))
+        self.simulator = LiveSimulator(self.config, max(HISTORY_WIDTH, *(task.budget for task in self.tasks)))
         episode = LiveEpisode(tuple(self.tasks), preset="tune")
-        self.sim.load_live(episode, {task.family: FamilySpec(task.family, "ood", "tune", "tune", "tune")
+        self.simulator.load_live(episode, {task.family: FamilySpec(task.family, "ood", "tune", "tune", "tune")
                                      for task in self.tasks})
         for past in self.rounds:
             self._advance(past)
@@ -192,19 +194,19 @@ class MARAScheduler(TrialScheduler):
 
     def _advance(self, done: _Round) -> None:
         for k, value in done.reports.items():
-            if self.sim.status[k] == ACTIVE:
+            if self.simulator.task_outcome(k) == "running":
                 if math.isfinite(value):
-                    self.sim.reveal(k, value)
+                    self.simulator.reveal(k, value)
                 else:
-                    self.sim.fail(k)
-        self.sim.step(done.picks)
+                    self.simulator.fail(k)
+        self.simulator.step(done.picks)
 
     def _maybe_close_round(self) -> None:
         """End the round once every trial training in it has a value, then let the allocator choose.  The round
         consumes one pending value of up to M trials that hold a slot (a trial that left without reporting
         counts as failed: NaN); the values of trials still queued wait for their slot."""
         while self.reports and all(self.reports.get(k) for k in self.serving):
-            slot_of = {int(task): slot for slot, task in enumerate(self.sim.slot_task) if task >= 0}
+            slot_of = {task: slot for slot, task in enumerate(self.simulator.slot_tasks()) if task >= 0}
             ready = [k for k, pending in self.reports.items() if pending and k in slot_of][:self.nodes]
             if not ready:
                 return
@@ -218,16 +220,16 @@ class MARAScheduler(TrialScheduler):
 
     def _allocate(self) -> None:
         """The allocator's choice for the next round (or the first waiting trial if it chooses none)."""
-        sim = self.sim
-        action = self.policy.act(sim.observation())
-        slots = [int(pick) - 1 for pick in action if 0 < int(pick) <= len(sim.slot_task)]
-        chosen = [int(sim.slot_task[slot]) for slot in slots if sim.slot_task[slot] >= 0]
-        waiting = [int(task) for task in sim.slot_task if task >= 0]
+        slot_tasks = self.simulator.slot_tasks()
+        action = self.policy.act(self.simulator.observation())
+        slots = [int(pick) - 1 for pick in action if 0 < int(pick) <= len(slot_tasks)]
+        chosen = [slot_tasks[slot] for slot in slots if slot_tasks[slot] >= 0]
+        waiting = [task for task in slot_tasks if task >= 0]
         self.chosen = list(dict.fromkeys(chosen)) or waiting[:1]
 
     def _leave(self, k: int) -> None:
         """Trial ``k`` left on its own (or was stopped): it expires at the end of this round if still active."""
         self.serving.discard(k)
-        if self.sim is not None and self.sim.status[k] not in (SUCCEEDED, EXPIRED) and not self.reports.get(k):
+        if self.simulator is not None and self.simulator.task_outcome(k) not in ENDED and not self.reports.get(k):
             self.reports[k] = [math.nan]
         self._maybe_close_round()

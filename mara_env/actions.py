@@ -1,10 +1,10 @@
-"""Turning nodes' picks into a matching: which picks stand, and the ``conflicts="repair"`` rule.
+"""Turning nodes' picks into a matching: the ``conflicts="repair"`` rule and the ranking action.
 
 A joint action gives every node a choice ``0`` (idle) or ``j`` (slot ``j - 1``). A *matching* (paper Eq. 2)
 serves each task with at most one node. The paper's environment turns a pick of an empty slot, or of a slot
-an earlier node already took, into an idle node. ``repair_picks`` instead gives such a node another task, so
-a policy that ignores the other nodes' choices (a per-node mask, as in sb3-contrib or RLlib) still serves
-as many tasks as it asked for.
+an earlier node already took, into an idle node (:func:`mara_env.dynamics.standing_picks`). ``repair_picks``
+instead gives such a node another task, so a policy that ignores the other nodes' choices (a per-node mask, as
+in sb3-contrib or RLlib) still serves as many tasks as it asked for.
 
 ``scores_to_picks`` is the ranking action (``actions="scores"``): the team scores the K slots and the env
 builds the matching greedily, so every action is one.
@@ -17,20 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def standing_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
-    """Boolean ``(..., M)``: which non-idle picks the simulator honours (occupied, not taken by a lower node).
-
-    Nodes take slots in index order, so a pick of an occupied slot stands exactly when no lower node made
-    the same pick: the first node to pick a slot takes it.
-    """
-    picks, occupied = np.asarray(picks), np.asarray(occupied, dtype=bool)
-    flat_picks = picks.reshape(-1, picks.shape[-1])
-    rows = np.arange(flat_picks.shape[0])[:, None]
-    on_task = (flat_picks > 0) & occupied.reshape(-1, occupied.shape[-1])[rows, np.maximum(flat_picks - 1, 0)]
-    lower = np.tri(flat_picks.shape[1], k=-1, dtype=bool)  # lower[i, j]: node j acts before node i
-    picked_before = ((flat_picks[:, :, None] == flat_picks[:, None, :]) & lower).any(axis=2)
-    return (on_task & ~picked_before).reshape(picks.shape)
+from mara_env.dynamics import standing_picks, standing_picks_one
 
 
 def repair_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
@@ -48,7 +35,7 @@ def repair_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
     if picks.ndim == 1:
         return np.array(_repair_one(picks.tolist(), occupied.tolist()), dtype=np.int64)
     num_slots = occupied.shape[-1]
-    flat_picks = picks.reshape(-1, picks.shape[-1]).astype(np.int64)
+    flat_picks = np.maximum(picks.reshape(-1, picks.shape[-1]).astype(np.int64), 0)  # a negative pick is idle
     stands = standing_picks(flat_picks, occupied.reshape(-1, num_slots))
     repaired = np.where(stands, flat_picks, 0)
     moving = (flat_picks > 0) & ~stands
@@ -74,11 +61,10 @@ def _repair_one(picks: list[int], occupied: list[bool]) -> list[int]:
     one per step): a few list operations cost a small fraction of the array version's NumPy calls on one row.
     ``tests/env/test_actions.py`` checks that both give the same picks."""
     num_slots = len(occupied)
+    stands = standing_picks_one(picks, occupied)
     free = list(occupied)
-    stands = []
-    for pick in picks:
-        stands.append(pick > 0 and free[pick - 1])
-        if stands[-1]:
+    for pick, stand in zip(picks, stands):
+        if stand:
             free[pick - 1] = False
     repaired = []
     for pick, stand in zip(picks, stands):

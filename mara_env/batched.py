@@ -10,8 +10,9 @@ expiry → advance → arrivals → admit → observe), written over arrays with
   padding tasks never arrive and count as already ended.
 
 A step is a fixed sequence of array operations whatever N is; Python loops only run over the few
-episodes that start or end in a step. Every value is computed with the same NumPy operations as the
-single simulator, so observations, rewards and metrics agree bit for bit.
+episodes that start or end in a step. The rules (conflicts, features, metrics, outcomes) are the functions of
+:mod:`mara_env.dynamics` that the single simulator calls too, so observations, rewards and metrics agree bit
+for bit.
 """
 
 from __future__ import annotations
@@ -21,22 +22,21 @@ import numpy as np
 from curves.bank import CurveBank
 from mara_env.config import MARAConfig
 from mara_env.curve_table import curve_table
-from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
+from mara_env.dynamics import (ACTIVE, EXPIRED, FUTURE, QUEUED, SERVED_FEATURES, SUCCEEDED, TOTALS, episode_metrics,
+                                first_crossings, global_features, progress_features, queue_wait, remaining_time,
+                                standing_picks, task_outcomes)
+from mara_env.features import NUM_TASK_FEATURES
 from mara_env.features import TASK_FEATURE_INDEX as _F
 from mara_env.history_copies import HistoryCopies
-from mara_env.shaping import log_progress, potential_batch
-from mara_env.simulator import ACTIVE, EXPIRED, FUTURE, QUEUED, SUCCEEDED
+from mara_env.shaping import potential_batch
 from mara_env.workload import Episode
 
 PADDING = SUCCEEDED + 2  # status of the unused task columns: never arrives, counts as ended
 _NEVER = np.iinfo(np.int64).max
-_TINY = 1e-12
 # Feature columns written when a slot's task runs a batch, and when a task is admitted to a slot.
-_SERVED_COLUMNS = np.array([_F[name] for name in ("batches_done", "current_loss", "initial_loss",
-                                                  "log_loss_ratio", "warmup")])
+_SERVED_COLUMNS = np.array([_F[name] for name in SERVED_FEATURES])
 _ADMITTED_COLUMNS = np.array([_F[name] for name in ("present", "target_loss", "log_batch_size", "log_lr",
                                                    "queue_wait")])
-_TOTALS = ("successes", "expirations", "conflicts", "busy", "queue_full", "waiting", "steps")
 _TASK_ARRAYS = {"arrival": (np.int64, _NEVER), "deadline": (np.int64, _NEVER), "budget": (np.int64, 1),
                 "eps": (np.float64, 1.0), "curve": (np.int64, 0), "status": (np.int8, PADDING),
                 "left_at": (np.int64, -1), "ready_at": (np.int64, -1)}
@@ -65,7 +65,7 @@ class BatchSimulator:
         self.copies = HistoryCopies(self.history)  # told of every write to ``history``, below
         self.t = np.zeros(n, dtype=np.int64)
         self.num_tasks = np.zeros(n, dtype=np.int64)
-        self.totals = {name: np.zeros(n, dtype=np.int64) for name in _TOTALS}
+        self.totals = {name: np.zeros(n, dtype=np.int64) for name in TOTALS}
         self.phi = np.zeros(n, dtype=np.float64)
         # Which slots hold a task, and how many, as of the last step or load (what the next step and the
         # observation read; nothing else changes the slots in between).
@@ -74,12 +74,8 @@ class BatchSimulator:
         self.queue_length = np.zeros(n, dtype=np.int64)
         self.tasks: dict[str, np.ndarray] = {}
         self._grow(1)
-        m = self.num_nodes
-        self._pick_start = np.arange(n)[:, None] * (k + 1)  # the same for (N, K + 1) per-choice arrays
         self._env_of_cell = np.repeat(np.arange(n), k)  # episode of each flat slot index
-        self._env_of_pick = np.repeat(np.arange(n), m)  # episode of each flat (episode, node) index
-        self._nodes = np.tile(np.arange(m), (n, 1))
-        self._first_picker = np.full(n * (k + 1), m, dtype=np.int64)  # per (episode, choice): its lowest node
+        self._env_of_pick = np.repeat(np.arange(n), self.num_nodes)  # episode of each flat (episode, node) index
 
     def _grow(self, capacity: int) -> None:
         """Widen the per-task arrays to ``capacity`` columns, keeping what they hold."""
@@ -131,19 +127,12 @@ class BatchSimulator:
     def step(self, picks: np.ndarray) -> dict[str, np.ndarray]:
         """Advance every episode one step; ``picks`` (N, M) are range-checked node choices (0 idle, j slot j−1).
 
-        A pick of an empty slot, or of a slot a lower-indexed node already took, idles and counts a conflict.
-        Returns per-episode ``successes``, ``expirations``, ``conflicts``, ``phi_before``, ``phi_after``
-        and ``terminated``.
+        A pick of an empty slot, or of a slot a lower-indexed node already took, idles and counts a conflict
+        (:func:`mara_env.dynamics.standing_picks`). Returns per-episode ``successes``, ``expirations``,
+        ``conflicts``, ``phi_before``, ``phi_after`` and ``terminated``.
         """
         occupied, active = self.occupied, self.active
-        occupied_choice = np.zeros((self.num_envs, self.num_slots + 1), dtype=bool)  # choice 0 (idle) is empty
-        occupied_choice[:, 1:] = occupied
-        choice = (self._pick_start + picks).reshape(-1)
-        hit = occupied_choice.reshape(-1)[choice].reshape(picks.shape)
-        first = self._first_picker  # M everywhere between steps
-        np.minimum.at(first, choice, self._nodes.reshape(-1))  # the lowest node making each choice
-        serves = hit & (first[choice].reshape(picks.shape) == self._nodes)
-        first[choice] = self.num_nodes
+        serves = standing_picks(picks, occupied)
         served = serves.sum(axis=1)
         conflicts = (picks > 0).sum(axis=1) - served  # the picks that chose a slot but serve nothing
         totals = self.totals
@@ -178,6 +167,8 @@ class BatchSimulator:
         loss = self._losses[start + done]
         first = self._losses[start + 1]
         eps = self.slot_eps.reshape(-1)[cell]
+        *features, progress = progress_features(done, self.slot_budget.reshape(-1)[cell], loss, first, eps,
+                                                self.config.warmup_observations)
         written = cell * self.history_width + done - 1
         self.history.reshape(-1)[written] = loss
         self.copies.wrote(written)
@@ -185,10 +176,8 @@ class BatchSimulator:
         if ready.size:
             env = self._env_of_cell[ready]
             self.tasks["ready_at"][env, self.slot_task.reshape(-1)[ready]] = self.t[env] + 1
-        self._write_features(cell, _SERVED_COLUMNS, done / self.slot_budget.reshape(-1)[cell], loss, first,
-                             np.log(np.maximum(loss, _TINY) / eps),
-                             np.minimum(done / self.config.warmup_observations, 1.0))
-        self.slot_progress.reshape(-1)[cell] = log_progress(first, loss, eps)
+        self._write_features(cell, _SERVED_COLUMNS, *features)
+        self.slot_progress.reshape(-1)[cell] = progress
         won = cell[loss <= eps]
         self._leave(won, SUCCEEDED)
         counts = np.bincount(self._env_of_cell[won], minlength=self.num_envs)
@@ -262,7 +251,8 @@ class BatchSimulator:
         self.slot_curve.reshape(-1)[cell] = curve * self.table.loss.shape[1]
         self.slot_eps.reshape(-1)[cell] = eps
         self._write_features(cell, _ADMITTED_COLUMNS, 1.0, eps, self.table.log_batch_size[curve],
-                             self.table.log_lr[curve], (self.t[env] - self.tasks["arrival"].reshape(-1)[entry]) / budget)
+                             self.table.log_lr[curve], queue_wait(self.t[env], self.tasks["arrival"].reshape(-1)[entry],
+                                                                  budget))
 
     def _write_features(self, cell: np.ndarray, columns: np.ndarray, *values: np.ndarray | float) -> None:
         """Set feature ``columns[i]`` of the slots ``cell`` (flat indices) to ``values[i]``; the values are
@@ -288,39 +278,36 @@ class BatchSimulator:
         a copy that no later step changes, recycled from an earlier observation that nothing references any
         more when there is one (:mod:`mara_env.history_copies`).
         """
-        cfg = self.config
         occupied = self.occupied
         mask = np.empty((self.num_envs, self.num_nodes, self.num_slots + 1), dtype=np.int8)
         mask[:, :, 0] = 1
         mask[:, :, 1:] = occupied[:, None, :]
         tasks = self.features.copy()
-        tasks[:, :, _F["remaining_time"]] = np.divide(self.slot_deadline - self.t[:, None], self.slot_budget,
-                                                      out=np.zeros(occupied.shape), where=occupied)
-        glob = np.empty((self.num_envs, NUM_GLOBAL_FEATURES), dtype=np.float32)
-        glob[:, 0] = cfg.num_nodes / cfg.max_nodes
-        glob[:, 1] = self.active / self.num_slots
-        glob[:, 2] = self.queue_length / self.num_slots
-        glob[:, 3] = self.t / cfg.arrival_window
+        tasks[:, :, _F["remaining_time"]] = remaining_time(self.slot_deadline, self.t[:, None], self.slot_budget,
+                                                           occupied)
+        glob = global_features(self.config, self.active, self.queue_length, self.t)
         return {"action_mask": mask, "tasks": tasks, "history": self.copies.copy() if copy else self.history,
                 "history_len": self.slot_batches.copy(), "budget": self.slot_budget.astype(np.float32),
                 "global": glob}
 
     def metrics(self, row: int) -> dict[str, float]:
-        """Episode ``row``'s metrics, computed as :meth:`mara_env.simulator.Simulator.metrics` does."""
+        """Episode ``row``'s metrics (:func:`mara_env.dynamics.episode_metrics`)."""
         n = int(self.num_tasks[row])
         totals = {name: int(value[row]) for name, value in self.totals.items()}
-        steps = max(totals["steps"], 1)
-        left_at, ready_at = self.tasks["left_at"][row, :n], self.tasks["ready_at"][row, :n]
-        end = np.where(left_at >= 0, left_at, int(self.t[row]))
-        ready = np.where(ready_at >= 0, ready_at, end) - self.tasks["arrival"][row, :n]
-        return {
-            "tasks": float(n),
-            "successes": float(totals["successes"]),
-            "success_rate": totals["successes"] / n if n else float("nan"),
-            "utilisation": totals["busy"] / (self.num_nodes * steps),
-            "queue_full": totals["queue_full"] / steps,
-            "waiting": totals["waiting"] / steps,
-            "ready": float(ready.mean()) if n else float("nan"),
-            "conflicts": float(totals["conflicts"]),
-            "steps": float(totals["steps"]),
-        }
+        return episode_metrics(totals, self.num_nodes, int(self.t[row]), self.tasks["arrival"][row, :n],
+                               self.tasks["left_at"][row, :n], self.tasks["ready_at"][row, :n])
+
+    def task_outcomes(self, row: int) -> tuple[str, ...]:
+        """Episode ``row``'s task statuses by name, in its task order (:meth:`Simulator.task_outcomes`)."""
+        return task_outcomes(self.tasks["status"][row, :int(self.num_tasks[row])])
+
+    def true_remaining(self) -> np.ndarray:
+        """Privileged, for training-time experts only: (N, K) float32, :meth:`Simulator.true_remaining` of every
+        episode (0 for empty slots). A policy never observes this."""
+        remaining = np.zeros(self.slot_task.shape, dtype=np.float32)
+        occupied = self.occupied
+        if occupied.any():
+            loss = self.table.loss
+            crossings = first_crossings(loss[self.slot_curve[occupied] // loss.shape[1]], self.slot_eps[occupied])
+            remaining[occupied] = crossings - self.slot_batches[occupied]
+        return remaining

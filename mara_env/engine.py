@@ -1,7 +1,10 @@
-"""What every front end shares: the bank, where episodes come from, the simulator and the reward.
+"""What every front end shares: the bank, where episodes come from, the simulator and the reward, and the
+checks that turn an action into the picks the simulator applies.
 
 The Gymnasium and PettingZoo environments are thin adapters over :class:`Engine`; they differ only in how
-actions arrive (one joint action, or one node at a time) and how observations are shaped.
+actions arrive (one joint action, or one node at a time) and how observations are shaped. The native vector
+env and the live env use the same checks (:func:`action_picks`, :func:`resolve_conflicts`,
+:func:`reset_info`) and the same reward and info (:mod:`mara_env.dynamics`).
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from typing import Any
 import numpy as np
 
 from curves.bank import DEFAULT_BANK, CurveBank, load_bank
+from mara_env.actions import repair_picks, scores_to_picks
 from mara_env.config import MARAConfig
-from mara_env.shaping import shaped_reward
+from mara_env.dynamics import INFO_KEYS, step_info, team_reward
 from mara_env.simulator import Simulator, StepOutcome
 from mara_env.tasksets import TASK_SETS
 from mara_env.workload import Episode, Workload, load_workload
 
-INFO_KEYS = ("successes", "expirations", "conflicts")
+__all__ = ["INFO_KEYS", "Engine", "EpisodeSource", "action_picks", "check_picks", "check_scores", "load_sources",
+           "reset_info", "resolve_conflicts"]
 RESET_OPTIONS = ("episode",)
 
 
@@ -115,19 +120,21 @@ class Engine:
     def reset(self, rng: np.random.Generator, options: dict[str, Any] | None = None) -> dict[str, Any]:
         """Start an episode; returns the reset info (all step-info counters at zero)."""
         self.sim.load(self.source.next(rng, options))
-        return {key: 0 for key in INFO_KEYS}
+        return reset_info(self.config, 0)
 
-    def step(self, picks: list[int]) -> tuple[float, bool, dict[str, Any]]:
-        """Advance the simulator; returns (team reward, terminated, info)."""
+    def step(self, picks: list[int], repaired: int | None = None) -> tuple[float, bool, dict[str, Any]]:
+        """Advance the simulator by the applied ``picks`` (``repaired``: how many :func:`resolve_conflicts`
+        moved); returns (team reward, terminated, info).
+
+        At termination the info also holds ``episode_metrics`` (:func:`mara_env.dynamics.episode_metrics`) and
+        ``task_outcomes`` (each task's status by name, in the episode's task order).
+        """
         outcome: StepOutcome = self.sim.step(picks)
-        reward = float(outcome.successes)
-        if self.config.reward == "shaped":
-            reward = shaped_reward(reward, outcome.potential_before, outcome.potential_after,
-                                   self.config.shaping_beta)
-        info: dict[str, Any] = {"successes": outcome.successes, "expirations": outcome.expirations,
-                                "conflicts": outcome.conflicts}
+        reward = team_reward(self.config, outcome.successes, outcome.potential_before, outcome.potential_after)
+        info = step_info(outcome.successes, outcome.expirations, outcome.conflicts, repaired)
         if outcome.terminated:
             info["episode_metrics"] = self.sim.metrics()
+            info["task_outcomes"] = self.sim.task_outcomes()
         return reward, outcome.terminated, info
 
     def render_text(self) -> str:
@@ -181,9 +188,35 @@ def _first_non_integer(array: np.ndarray) -> str:
     return f"{array[index].item()!r} for {where}"
 
 
-def parse_picks(action: Any, num_nodes: int, num_slots: int) -> list[int]:
-    """One joint action checked by :func:`check_picks`, as a list of ints for the simulator."""
-    return check_picks(action, (num_nodes,), num_slots).tolist()
+def action_picks(config: MARAConfig, action: Any, occupied: np.ndarray | None, batch: int | None = None,
+                 name: str = "action") -> np.ndarray:
+    """The node picks (…, M) int64 an action asks for, after the checks of its ``config.actions`` mode:
+    ``picks`` are checked by :func:`check_picks`; ``scores`` by :func:`check_scores`, then ranked into a
+    matching over the ``occupied`` slots (:func:`mara_env.actions.scores_to_picks`; only this mode reads
+    ``occupied``). ``batch`` is the number of sub-envs of a vector env (``None``: one env)."""
+    m, k = config.num_nodes, config.max_active
+    lead = () if batch is None else (batch,)
+    if config.actions == "scores":
+        return scores_to_picks(check_scores(action, lead + (k,), name), occupied, m)
+    what = "one choice per node" if batch is None else "one choice per sub-env and node"
+    return check_picks(action, lead + (m,), k, name, what)
+
+
+def resolve_conflicts(config: MARAConfig, picks: np.ndarray, occupied: np.ndarray) -> tuple[np.ndarray, Any]:
+    """The picks the simulator applies, and how many were moved (…,) int64, ``None`` with ``conflicts="idle"``.
+
+    ``conflicts="idle"`` applies the picks as they are (the simulator idles every conflicting node);
+    ``"repair"`` moves each conflicting pick to a free occupied slot first (:func:`mara_env.actions.repair_picks`).
+    """
+    if config.conflicts != "repair":
+        return picks, None
+    applied = repair_picks(picks, occupied)
+    return applied, np.count_nonzero(applied != picks, axis=-1).astype(np.int64)
+
+
+def reset_info(config: MARAConfig, zero: Any) -> dict[str, Any]:
+    """The reset info: every step-info counter (``repaired`` too with ``conflicts="repair"``) set to ``zero``."""
+    return step_info(zero, zero, zero, zero if config.conflicts == "repair" else None)
 
 
 def check_scores(action: Any, shape: tuple[int, ...], name: str = "action") -> np.ndarray:

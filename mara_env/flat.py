@@ -6,10 +6,10 @@ Layout, for K slots and H history points (``flat_history``)::
     [ slot 0: TASK_FEATURES (11) | history (H) ] … [ slot K-1: … ] | GLOBAL_FEATURES (4)
     | extra (K · F)? | node one-hot (M)?
 
-The per-slot ``history`` block replaces the raw ``(K, H_max)`` loss array (97 % of the dict observation) by
-the last H observed cumulative-average losses *before* the current one, as log-ratios to the current loss,
-``log(L(s - j) / L(s))`` for j = 1 … H: scale-free, near 0 once a curve flattens, and 0 where fewer points
-exist (``batches_done`` and ``warmup`` tell how many). ``extra`` holds an env's
+The per-slot ``history`` block replaces the raw ``(K, H_max)`` loss array (by far the largest part of the dict
+observation) by the last H observed cumulative-average losses *before* the current one, as log-ratios to the
+current loss, ``log(L(s - j) / L(s))`` for j = 1 … H: scale-free, near 0 once a curve flattens, and 0 where
+fewer points exist (``batches_done`` and ``warmup`` tell how many). ``extra`` holds an env's
 :class:`~mara_env.features.SlotFeatures` (the forecast env's), F values per slot, slot by slot; the plain
 ``MARA-v0`` has none. The node one-hot is appended only in the PettingZoo envs, so that one shared policy can
 tell the nodes apart.
@@ -25,12 +25,12 @@ from gymnasium import spaces
 from collections.abc import Mapping
 from typing import Any
 
+from mara_env.dynamics import TINY
 from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES, SlotFeatures
 
 # Finite bounds (checkers and some RL libraries reject infinite boxes); losses, log-ratios and budgets of
 # any realistic bank lie far inside them.
 VALUE_BOUND = 1e6
-_TINY = 1e-12
 
 
 def flat_size(num_slots: int, points: int, num_nodes: int = 0, extra: SlotFeatures | None = None) -> int:
@@ -69,7 +69,7 @@ def history_log_ratios(history: np.ndarray, history_len: np.ndarray, points: int
     # entries gives the same ratios as converting the whole buffer.
     row_start = np.arange(length.size, dtype=np.int64).reshape(length.shape) * history.shape[-1]
     gathered = history.reshape(-1)[row_start + np.maximum(index, 0)].astype(np.float64)
-    np.maximum(gathered, _TINY, out=gathered)
+    np.maximum(gathered, TINY, out=gathered)
     ratios = gathered[..., 1:] / gathered[..., :1]  # earlier losses over the current one
     np.log(ratios, out=ratios)
     ratios[index[..., 1:] < 0] = 0.0

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from mara_env.actions import repair_picks, standing_picks
 from mara_env.config import MARAConfig
-from mara_env.engine import Engine
+from mara_env.dynamics import standing_picks
+from mara_env.engine import Engine, resolve_conflicts
 from mara_env.render import EpisodeRecord, HumanViewer, draw_gantt
 
 RENDER_MODES = ["ansi", "rgb_array", "human"]
@@ -39,8 +39,6 @@ class FrontEnd:
     def reset(self, rng: np.random.Generator, options: dict[str, Any] | None) -> dict[str, Any]:
         """Start an episode; the reset info has every step-info counter at zero."""
         info = self.engine.reset(rng, options)
-        if self.config.conflicts == "repair":
-            info["repaired"] = 0
         if self.record is not None:
             self.record.clear()
         self.started, self.ended = True, False
@@ -57,15 +55,15 @@ class FrontEnd:
     def step(self, picks: list[int]) -> tuple[float, bool, dict[str, Any]]:
         """Apply the conflict rule and advance; returns (team reward, terminated, info)."""
         self.check_can_step()
-        requested = np.asarray(picks, dtype=np.int64)
-        occupied = self.sim.slot_task >= 0
-        applied = repair_picks(requested, occupied) if self.config.conflicts == "repair" else requested
-        if self.record is not None:
-            stands = standing_picks(applied, occupied)
-            self.record.add(np.where(stands, self.sim.slot_task[np.maximum(applied - 1, 0)], -1))
-        reward, terminated, info = self.engine.step(applied.tolist())
-        if self.config.conflicts == "repair":
-            info["repaired"] = int(np.count_nonzero(applied != requested))
+        repaired = None
+        if self.config.conflicts == "repair" or self.record is not None:  # else the picks go in as they are
+            occupied = self.sim.occupied
+            applied, repaired = resolve_conflicts(self.config, np.asarray(picks, dtype=np.int64), occupied)
+            if self.record is not None:
+                stands = standing_picks(applied, occupied)
+                self.record.add(np.where(stands, self.sim.slot_task[np.maximum(applied - 1, 0)], -1))
+            picks = applied.tolist()
+        reward, terminated, info = self.engine.step(picks, None if repaired is None else int(repaired))
         self.ended = terminated
         return reward, terminated, info
 

@@ -8,12 +8,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from mara_env.actions import scores_to_picks
 from mara_env.config import MARAConfig, resolve_config
-from mara_env.engine import check_scores, parse_picks
+from mara_env.engine import action_picks
 from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES, SlotFeatures
 from mara_env.flat import VALUE_BOUND, extra_space, flat_space, format_observation
 from mara_env.frontend import RENDER_FPS, RENDER_MODES, FrontEnd
+from mara_env.workload import Episode
 
 
 def observation_spaces(num_slots: int, history_width: int) -> dict[str, spaces.Space]:
@@ -105,7 +105,9 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     Terminates once the arrival window has passed and every task has succeeded or expired (episodes with no
     task end at T). There is no truncation: every episode is finite (at most T + max B steps); wrap with
     ``gymnasium.wrappers.TimeLimit`` if you want one. At termination ``info["episode_metrics"]`` holds the
-    success rate, utilisation, queue-full fraction, mean waiting tasks and mean steps to 4 observations.
+    success rate, utilisation, queue-full fraction, mean waiting tasks and mean steps to 4 observations, and
+    ``info["task_outcomes"]`` each task's outcome (``succeeded`` or ``expired``) in the episode's task order
+    (also :meth:`task_outcomes`, at any time).
     A ``step`` after termination (or before the first ``reset``) raises ``RuntimeError``.
 
     ## Arguments
@@ -144,20 +146,12 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def step(self, action: Any):
         self.frontend.check_can_step()
-        if self.config.actions == "picks":
-            picks = parse_picks(action, self.config.num_nodes, self.config.max_active)
-        else:
-            picks = self._scores_to_picks(action)
+        occupied = self.engine.sim.occupied if self.config.actions == "scores" else None
+        picks = action_picks(self.config, action, occupied).tolist()
         reward, terminated, info = self.frontend.step(picks)
         if self.render_mode == "human":
             self.render()
         return self._observe(), reward, terminated, False, info
-
-    def _scores_to_picks(self, action: Any) -> list[int]:
-        """``actions="scores"``: check the K scores and build the matching they rank."""
-        scores = check_scores(action, (self.config.max_active,))
-        occupied = self.engine.sim.slot_task >= 0
-        return scores_to_picks(scores, occupied, self.config.num_nodes).tolist()
 
     def _observe(self) -> Any:
         observation = self.engine.sim.observation()
@@ -169,9 +163,32 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """Flattened (M · (K + 1),) boolean mask, the format sb3-contrib's MaskablePPO expects."""
         if not self.frontend.started:
             raise RuntimeError("call reset() before action_masks()")
-        occupied = self.engine.sim.slot_task >= 0
+        occupied = self.engine.sim.occupied
         per_node = np.concatenate([[True], occupied])
         return np.tile(per_node, self.config.num_nodes)
+
+    @property
+    def episode(self) -> Episode:
+        """The episode being played (its tasks' arrivals, curves, targets and budgets, as a workload holds them)."""
+        if not self.frontend.started:
+            raise RuntimeError("call reset() before reading the episode")
+        return self.engine.sim.episode
+
+    def task_outcomes(self) -> tuple[str, ...]:
+        """Each task's status by name (``succeeded``, ``expired``, ``running``, ``queued`` or ``not arrived``),
+        in the episode's task order; at termination ``info["task_outcomes"]`` holds the same."""
+        if not self.frontend.started:
+            raise RuntimeError("call reset() before task_outcomes()")
+        return self.engine.sim.task_outcomes()
+
+    def privileged_true_remaining(self) -> np.ndarray:
+        """Privileged, for training-time experts and critics only (never a deployed policy's input): (K,)
+        float32, the batches each occupied slot's task still needs before its loss reaches ε on the curve the
+        simulator replays, 0 for empty slots. The curve ahead of a task is never part of the observation;
+        imitation experts (``mara_agents.mat.experts``) read it here."""
+        if not self.frontend.started:
+            raise RuntimeError("call reset() before privileged_true_remaining()")
+        return self.engine.sim.true_remaining()
 
     def render(self) -> str | np.ndarray | None:
         return self.frontend.render()

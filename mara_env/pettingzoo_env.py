@@ -293,9 +293,6 @@ class MARAParallelEnv(_NodeSpaces, ParallelEnv):
         return observations, rewards, terminations, truncations, infos
 
 
-MARAAECEnv = raw_env
-
-
 def env(**kwargs: Any) -> AECEnv:
     """The AEC environment: :class:`raw_env` wrapped in PettingZoo's ``OrderEnforcingWrapper`` (which
     raises on ``step``/``observe`` before ``reset`` and ignores, with a warning, a ``step`` once every agent

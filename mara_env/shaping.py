@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-_PAIRWISE_BLOCK = 128  # NumPy sums up to this many terms without splitting the vector in two
-
 
 def log_progress(first_loss: np.ndarray, loss: np.ndarray, eps: np.ndarray) -> np.ndarray:
     """Task progress q_k (paper Eq. 13), elementwise over broadcastable arrays.
@@ -35,13 +33,11 @@ def potential(active_progress: np.ndarray) -> float:
 def potential_batch(progress: np.ndarray, active: np.ndarray) -> np.ndarray:
     """Φ_t for a batch of episodes: ``progress`` and ``active`` are (N, K) per-slot arrays.
 
-    Each row's result equals :func:`potential` of that row's active entries in slot order, bit for bit:
-    the terms are added in the order NumPy's pairwise reduction uses for a vector of that length. Below 8
-    terms that is left to right, which a running sum over the whole row reproduces (inactive slots add an
-    exact 0). From 8 terms on, the row's active entries are packed to the front and summed as NumPy does:
-    eight interleaved partial sums over whole blocks of 8, combined as a tree, then the remaining terms left
-    to right. Rows wider than one reduction block (K > 128) are grouped by their count and reduced by NumPy
-    itself.
+    Each row's result equals :func:`potential` of that row's active entries in slot order, bit for bit, so
+    the batched simulator's rewards are the single one's. NumPy adds fewer than 8 terms left to right, which
+    a running sum over the whole row reproduces (inactive slots add an exact 0). A row with 8 or more active
+    entries has them packed to the front, in slot order, and is summed by NumPy itself over exactly those
+    entries.
     """
     rows, width = active.shape
     masked = np.where(active, progress, 0.0)
@@ -52,36 +48,24 @@ def potential_batch(progress: np.ndarray, active: np.ndarray) -> np.ndarray:
     counts = place[:, -1]
     long_rows = counts >= 8
     if long_rows.any():
-        # Each row's active entries packed to the front, in slot order, then zeros.
         flat_place = place + (np.arange(rows) * width - 1)[:, None]
         packed = np.zeros((rows, width))
         packed.reshape(-1)[flat_place[active]] = masked[active]
-        phi = np.where(long_rows, _packed_pairwise_sum(packed, counts), phi)
+        phi = np.where(long_rows, _packed_sum(packed, counts), phi)
     return phi
 
 
-def _packed_pairwise_sum(packed: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """NumPy's sum of each row's first ``counts`` entries (the row's active ones, packed to the front), as
-    :func:`potential_batch` needs it from 8 entries on; rows with fewer give values that are not used."""
-    rows, width = packed.shape
-    if width > _PAIRWISE_BLOCK:
-        total = np.zeros(rows, dtype=np.float64)
-        for count in np.unique(counts).tolist():
-            same = counts == count
-            total[same] = packed[same, :count].sum(axis=1)
-        return total
-    if width < 16:
-        # NumPy reduces 8 to 15 terms as one block of 8, then the rest left to right, so a packed row's sum is
-        # its active entries' sum: the tail's zeros add exactly nothing.
+def _packed_sum(packed: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """NumPy's sum of each row's first ``counts`` entries (its active ones, packed to the front); rows with
+    fewer than 8 give values :func:`potential_batch` does not use."""
+    if packed.shape[1] < 16:
+        # NumPy adds 8 to 15 terms as one block of 8 and then the rest left to right, so the zeros after a
+        # row's active entries add exactly nothing: one call sums every row.
         return packed.sum(axis=1)
-    blocks = counts // 8
-    partial = packed[:, :8].copy()
-    for block in range(1, width // 8):
-        partial += np.where((block < blocks)[:, None], packed[:, 8 * block: 8 * block + 8], 0.0)
-    p = partial.T
-    total = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))
-    for column in range(8, width):
-        total = total + np.where(column >= 8 * blocks, packed[:, column], 0.0)
+    total = np.zeros(packed.shape[0])
+    for count in np.unique(counts[counts >= 8]).tolist():  # rows of one length are one contiguous reduction
+        same = counts == count
+        total[same] = packed[same, :count].sum(axis=1)
     return total
 
 

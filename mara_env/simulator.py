@@ -23,13 +23,15 @@ import numpy as np
 from curves.bank import CurveBank
 from mara_env.config import MARAConfig
 from mara_env.curve_table import curve_table
+from mara_env.dynamics import (ACTIVE, EXPIRED, FUTURE, QUEUED, SERVED_FEATURES, STATUS_NAMES, SUCCEEDED, TOTALS,
+                                episode_metrics, first_crossings, global_features, progress_table, queue_wait,
+                                remaining_time, standing_picks_one, task_outcomes)
 from mara_env.features import NUM_TASK_FEATURES
 from mara_env.features import TASK_FEATURE_INDEX as _F
-from mara_env.shaping import log_progress, potential
+from mara_env.shaping import potential
 from mara_env.workload import Episode
 
-FUTURE, QUEUED, ACTIVE, SUCCEEDED, EXPIRED = range(5)
-_TINY = 1e-12
+__all__ = ["FUTURE", "QUEUED", "ACTIVE", "SUCCEEDED", "EXPIRED", "Simulator", "StepOutcome", "oracle_successes"]
 
 
 class StepOutcome(NamedTuple):
@@ -38,7 +40,6 @@ class StepOutcome(NamedTuple):
     successes: int
     expirations: int
     conflicts: int
-    served_slots: tuple[int, ...]
     potential_before: float
     potential_after: float
     terminated: bool
@@ -77,21 +78,14 @@ class Simulator:
         self.budget = episode.budget
         self.deadline = episode.arrival + episode.budget
         self.eps = episode.eps
-        first = self.loss_table[:, 1:2]
-        eps = self.eps[:, None]
-        batches = np.arange(width + 1)[None, :]
-        seen = batches > 0
-        self.progress_table = np.where(seen, log_progress(first, self.loss_table, eps), 0.0)
+        *served, self.progress_table = progress_table(self.loss_table, self.budget, self.eps, warmup)
         # feature_table[k, s] = task k's feature row after s batches; remaining_time is filled per step and
         # queue_wait at admission.
         table = np.zeros((n, width + 1, NUM_TASK_FEATURES), dtype=np.float32)
         table[..., _F["present"]] = 1.0
-        table[..., _F["batches_done"]] = batches / self.budget[:, None]
-        table[..., _F["current_loss"]] = self.loss_table
-        table[..., _F["initial_loss"]] = np.where(seen, first, 0.0)
-        table[..., _F["target_loss"]] = eps
-        table[..., _F["log_loss_ratio"]] = np.where(seen, np.log(np.maximum(self.loss_table, _TINY) / eps), 0.0)
-        table[..., _F["warmup"]] = np.minimum(batches / warmup, 1.0)
+        for name, values in zip(SERVED_FEATURES, served):
+            table[..., _F[name]] = values
+        table[..., _F["target_loss"]] = self.eps[:, None]
         table[..., _F["log_batch_size"]] = curves.log_batch_size[rows, None]
         table[..., _F["log_lr"]] = curves.log_lr[rows, None]
         self.feature_table = table
@@ -107,11 +101,14 @@ class Simulator:
         self.active = 0
         self.next_arrival = 0
         self.t = 0
-        self.totals = {"successes": 0, "expirations": 0, "conflicts": 0, "busy": 0, "queue_full": 0,
-                       "waiting": 0, "steps": 0}
+        self.totals = dict.fromkeys(TOTALS, 0)
+        self._crossings: np.ndarray | None = None  # first_crossings of the episode, computed on first use
         self.last_served: tuple[int, ...] = ()
         self._arrive()
         self._admit()
+        # Which slots hold a task as of this state (what the next step, Φ and the observation read; the
+        # slots change only inside load and step).
+        self.occupied = self.slot_task >= 0
         self.phi = self.potential()
         self.state_index += 1
 
@@ -120,22 +117,12 @@ class Simulator:
         """Advance one step.  ``picks[i]`` is node i's choice (0 idle, j → slot j−1), already range-checked.
 
         Picking an empty slot or one an earlier node already picked turns the pick into idle and counts a
-        conflict; nothing else is ever repaired.
+        conflict (:func:`mara_env.dynamics.standing_picks_one`); nothing else is ever repaired.
         """
-        occupied = (self.slot_task >= 0).tolist()
+        stands = standing_picks_one(picks, self.occupied.tolist())
+        served = [pick - 1 for pick, stand in zip(picks, stands) if stand]
+        conflicts = len(picks) - picks.count(0) - len(served)
         self.totals["queue_full"] += self.active == self.num_slots
-        taken = [False] * self.num_slots
-        served: list[int] = []
-        conflicts = 0
-        for pick in picks:
-            if pick == 0:
-                continue
-            slot = pick - 1
-            if not occupied[slot] or taken[slot]:
-                conflicts += 1
-                continue
-            taken[slot] = True
-            served.append(slot)
         self.totals["waiting"] += self.active + len(self.queue) - len(served)
         self.totals["busy"] += len(served)
         self.totals["steps"] += 1
@@ -147,10 +134,10 @@ class Simulator:
         self.t += 1
         self._arrive()
         self._admit()
+        self.occupied = self.slot_task >= 0
         phi_before, self.phi = self.phi, self.potential()
         self.state_index += 1
-        return StepOutcome(successes, expirations, conflicts, self.last_served, phi_before, self.phi,
-                           self.terminated)
+        return StepOutcome(successes, expirations, conflicts, phi_before, self.phi, self.terminated)
 
     def _execute(self, slots: np.ndarray) -> int:
         """Phases 1–2: one batch for each served task, then successes leave."""
@@ -217,7 +204,7 @@ class Simulator:
             self.slot_deadline[slot] = self.deadline[task]
             self.status[task] = ACTIVE
             self.admitted_at[task] = self.t
-            self.feature_table[task, :, _F["queue_wait"]] = (self.t - self.arrival[task]) / self.budget[task]
+            self.feature_table[task, :, _F["queue_wait"]] = queue_wait(self.t, self.arrival[task], self.budget[task])
             self.active += 1
 
     # ------------------------------------------------------------------ views
@@ -225,11 +212,11 @@ class Simulator:
     def terminated(self) -> bool:
         """After the arrival window, once every task has arrived and left."""
         return (self.t >= self.config.arrival_window and self.next_arrival >= len(self.episode)
-                and not self.queue and not (self.slot_task >= 0).any())
+                and not self.queue and not self.occupied.any())
 
     def potential(self) -> float:
         """Φ over the tasks now in slots (queued tasks are not active and do not count)."""
-        tasks = self.slot_task[self.slot_task >= 0]
+        tasks = self.slot_task[self.occupied]
         return potential(self.progress_table[tasks, self.batches[tasks]])
 
     def observation(self, *, action_mask: bool = True) -> dict[str, np.ndarray]:
@@ -253,12 +240,12 @@ class Simulator:
         return self._observed[1]
 
     def _build_observation(self) -> dict[str, np.ndarray]:
-        occupied = self.slot_task >= 0
+        occupied = self.occupied
         tasks = self.slot_task[occupied]
         batches = self.batches[tasks]
         features = np.zeros((self.num_slots, NUM_TASK_FEATURES), dtype=np.float32)
         rows = self.feature_table[tasks, batches]
-        rows[:, _F["remaining_time"]] = (self.deadline[tasks] - self.t) / self.budget[tasks]
+        rows[:, _F["remaining_time"]] = remaining_time(self.deadline[tasks], self.t, self.budget[tasks])
         features[occupied] = rows
         mask = np.empty((self.num_nodes, self.num_slots + 1), dtype=np.int8)
         mask[:, 0] = 1
@@ -267,29 +254,39 @@ class Simulator:
         history_len[occupied] = batches
         budget = np.zeros(self.num_slots, dtype=np.float32)
         budget[occupied] = self.budget[tasks]
-        cfg = self.config
-        glob = np.array([cfg.num_nodes / cfg.max_nodes, tasks.size / self.num_slots,
-                         len(self.queue) / self.num_slots, self.t / cfg.arrival_window], dtype=np.float32)
+        glob = global_features(self.config, tasks.size, len(self.queue), self.t)
         return {"action_mask": mask, "tasks": features, "history": self.history,
                 "history_len": history_len, "budget": budget, "global": glob}
 
     def metrics(self) -> dict[str, float]:
-        """Per-episode metrics (paper §5.1, Table 4); meaningful once the episode has terminated."""
-        n = len(self.episode)
-        steps = max(self.totals["steps"], 1)
-        end = np.where(self.left_at >= 0, self.left_at, self.t)
-        ready = np.where(self.ready_at >= 0, self.ready_at, end) - self.arrival
-        return {
-            "tasks": float(n),
-            "successes": float(self.totals["successes"]),
-            "success_rate": self.totals["successes"] / n if n else float("nan"),
-            "utilisation": self.totals["busy"] / (self.num_nodes * steps),
-            "queue_full": self.totals["queue_full"] / steps,
-            "waiting": self.totals["waiting"] / steps,
-            "ready": float(ready.mean()) if n else float("nan"),
-            "conflicts": float(self.totals["conflicts"]),
-            "steps": float(self.totals["steps"]),
-        }
+        """Per-episode metrics (:func:`mara_env.dynamics.episode_metrics`); meaningful once the episode has
+        terminated."""
+        return episode_metrics(self.totals, self.num_nodes, self.t, self.arrival, self.left_at, self.ready_at)
+
+    def task_outcomes(self) -> tuple[str, ...]:
+        """Each task's status by name (``succeeded``, ``expired``, ``running``, ``queued`` or ``not arrived``),
+        in the episode's task order."""
+        return task_outcomes(self.status)
+
+    def task_outcome(self, task: int) -> str:
+        """Task ``task``'s status by name (one entry of :meth:`task_outcomes`)."""
+        return STATUS_NAMES[self.status[task]]
+
+    def slot_tasks(self) -> list[int]:
+        """The task (its index in the episode) in each slot, −1 for an empty slot."""
+        return self.slot_task.tolist()
+
+    def true_remaining(self) -> np.ndarray:
+        """Privileged, for training-time experts only: (K,) float32, the batches each occupied slot's task still
+        needs before its loss reaches ε on the curve it replays (0 for empty slots; a curve that never gets
+        there reads as more than its remaining length). A policy never observes this."""
+        if self._crossings is None:
+            self._crossings = first_crossings(self.loss_table, self.eps)
+        tasks = self.slot_task
+        occupied = tasks >= 0
+        remaining = np.zeros(tasks.shape, dtype=np.float32)
+        remaining[occupied] = self._crossings[tasks[occupied]] - self.batches[tasks[occupied]]
+        return remaining
 
     def describe_slots(self) -> list[dict[str, Any]]:
         """Human-readable state of each occupied slot (used by ``render``)."""

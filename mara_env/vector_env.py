@@ -15,8 +15,10 @@ drop-in replacement for ``SyncVectorEnv`` over N ``MARA-v0`` envs and returns th
   reset info. ``autoreset_mode=AutoresetMode.DISABLED`` instead requires ``reset(options={"reset_mask": m})``
   for the ended sub-envs before the next step (useful to pick the next workload episode yourself);
 * **infos** — the single env's info keys batched as ``SyncVectorEnv`` batches them: ``successes``,
-  ``expirations``, ``conflicts`` (and ``repaired``) as (N,) int arrays with ``_key`` masks, and ``episode_metrics`` (a dict of
-  (N,) arrays) with mask ``_episode_metrics`` on the steps where sub-envs terminate.
+  ``expirations``, ``conflicts`` (and ``repaired``) as (N,) int arrays with ``_key`` masks; on the steps where
+  sub-envs terminate, ``episode_metrics`` (a dict of (N,) arrays) with mask ``_episode_metrics`` and
+  ``task_outcomes`` (an (N,) object array holding each terminated sub-env's tuple of task outcomes) with mask
+  ``_task_outcomes``.
 
 Observations are those of ``MARAEnv`` in its ``observation=`` format (``dict``, ``flat`` or ``rllib``) with a
 leading N axis, and actions those of its ``actions=`` mode (``picks``: (N, M) choices; ``scores``: (N, K) slot
@@ -44,14 +46,13 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from mara_env.actions import repair_picks, scores_to_picks
 from mara_env.batched import BatchSimulator
 from mara_env.config import MARAConfig
-from mara_env.engine import INFO_KEYS, EpisodeSource, check_picks, check_scores, load_sources
+from mara_env.dynamics import step_info, team_reward
+from mara_env.engine import EpisodeSource, action_picks, load_sources, reset_info, resolve_conflicts
 from mara_env.features import SlotFeatures
 from mara_env.flat import format_observation
 from mara_env.gym_env import gym_action_space, gym_observation_space
-from mara_env.shaping import shaped_reward
 from mara_env.workload import Episode
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED)
@@ -82,8 +83,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         self.num_envs = int(num_envs)
         self.copy = bool(copy)
         self.slot_features = slot_features
-        self._repair = self.config.conflicts == "repair"
-        self._info_keys = INFO_KEYS + (("repaired",) if self._repair else ())
+        self._info_keys = tuple(reset_info(self.config, 0))
         self.metadata = {**self.metadata, "autoreset_mode": mode}
         self.single_action_space = gym_action_space(self.config)
         _, bank, workload = load_sources(self.config)
@@ -156,26 +156,17 @@ class MARAVectorEnv(gym.vector.VectorEnv):
             raise RuntimeError(f"sub-envs {np.flatnonzero(restarting).tolist()} have terminated; reset them with "
                                f"reset(options={{'reset_mask': mask}}) before step()")
         picks = self._parse_actions(actions, restarting if restart else None)
-        counters = {}
-        if self.config.actions == "scores":
-            picks = scores_to_picks(picks, self.sim.occupied, self.config.num_nodes)
-        if self._repair:
-            applied = repair_picks(picks, self.sim.occupied)
-            counters["repaired"] = np.count_nonzero(applied != picks, axis=1).astype(np.int64)
-            picks = applied
-        outcome = {**self.sim.step(picks), **counters}
-        successes = outcome["successes"]
-        rewards = successes.astype(np.float64)
-        if self.config.reward == "shaped":
-            rewards = shaped_reward(rewards, outcome["phi_before"], outcome["phi_after"], self.config.shaping_beta)
+        picks, repaired = resolve_conflicts(self.config, picks, self.sim.occupied)
+        outcome = self.sim.step(picks)
+        rewards = team_reward(self.config, outcome["successes"], outcome["phi_before"], outcome["phi_after"])
         terminated = outcome["terminated"] & ~restarting
+        counters = step_info(outcome["successes"], outcome["expirations"], outcome["conflicts"], repaired)
         info = {}
         every = np.ones(self.num_envs, dtype=bool)
-        for key in self._info_keys:
-            values = np.where(restarting, 0, outcome[key]) if restart else outcome[key]
-            info[key], info[f"_{key}"] = values, every.copy()
+        for key, values in counters.items():
+            info[key], info[f"_{key}"] = (np.where(restarting, 0, values) if restart else values), every.copy()
         if terminated.any():
-            info["episode_metrics"], info["_episode_metrics"] = self._metrics(terminated), terminated.copy()
+            info.update(self._episode_end_info(terminated))
         if restart:
             rows = np.flatnonzero(restarting).tolist()
             self._start(rows, [{}] * len(rows))
@@ -185,18 +176,14 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         return self._observe(), rewards, terminated, truncated, info
 
     def _parse_actions(self, actions: Any, restarting: np.ndarray | None) -> np.ndarray:
-        """The checked actions: (N, M) int64 picks, or (N, K) float64 scores with ``actions="scores"``. Rows
-        of restarting sub-envs (``None``: none) are ignored (picks set to idle, scores to 0), the rest checked
-        by the single env's checks."""
-        m, k = self.config.num_nodes, self.config.max_active
-        scores = self.config.actions == "scores"
-        shape = (self.num_envs, k if scores else m)
+        """The (N, M) int64 picks the actions ask for, checked by the single env's checks
+        (:func:`mara_env.engine.action_picks`). Rows of restarting sub-envs (``None``: none) are ignored
+        (picks set to idle, scores to 0)."""
         array = np.asarray(actions)
-        if restarting is not None and array.shape == shape:
+        width = self.config.max_active if self.config.actions == "scores" else self.config.num_nodes
+        if restarting is not None and array.shape == (self.num_envs, width):
             array = np.where(restarting[:, None], np.zeros((), array.dtype), array)
-        if scores:
-            return check_scores(array, shape, "actions")
-        return check_picks(array, shape, k, "actions", "one choice per sub-env and node")
+        return action_picks(self.config, array, self.sim.occupied, self.num_envs, "actions")
 
     def _observe(self) -> Any:
         """The batched observation in the configured format (the ``flat`` one computed for all sub-envs at
@@ -224,16 +211,33 @@ class MARAVectorEnv(gym.vector.VectorEnv):
             info[key], info[f"_{key}"] = np.zeros(self.num_envs, dtype=np.int64), mask.copy()
         return info
 
-    def _metrics(self, terminated: np.ndarray) -> dict[str, np.ndarray]:
-        """``episode_metrics`` of the sub-envs that terminated this step, batched with masks."""
+    def _episode_end_info(self, terminated: np.ndarray) -> dict[str, Any]:
+        """``episode_metrics`` (a dict of (N,) arrays) and ``task_outcomes`` (an (N,) object array of tuples) of
+        the sub-envs that terminated this step, each with its mask, as ``SyncVectorEnv`` batches them."""
         rows = np.flatnonzero(terminated).tolist()
         per_row = [self.sim.metrics(row) for row in rows]
-        batched: dict[str, np.ndarray] = {}
+        metrics: dict[str, np.ndarray] = {}
         for key in per_row[0]:
             values = np.zeros(self.num_envs, dtype=np.float64)
-            values[rows] = [metrics[key] for metrics in per_row]
-            batched[key], batched[f"_{key}"] = values, terminated.copy()
-        return batched
+            values[rows] = [row_metrics[key] for row_metrics in per_row]
+            metrics[key], metrics[f"_{key}"] = values, terminated.copy()
+        outcomes = np.full(self.num_envs, None, dtype=object)
+        for row in rows:
+            outcomes[row] = self.sim.task_outcomes(row)
+        return {"episode_metrics": metrics, "_episode_metrics": terminated.copy(),
+                "task_outcomes": outcomes, "_task_outcomes": terminated.copy()}
+
+    def task_outcomes(self, row: int) -> tuple[str, ...]:
+        """Sub-env ``row``'s task statuses by name, in its episode's task order (``MARAEnv.task_outcomes``);
+        read on the step a sub-env terminates, before it restarts, they are its final outcomes."""
+        return self.sim.task_outcomes(row)
+
+    def privileged_true_remaining(self) -> np.ndarray:
+        """Privileged, for training-time experts and critics only (never a deployed policy's input): (N, K)
+        float32, ``MARAEnv.privileged_true_remaining`` of every sub-env."""
+        if not self._started:
+            raise RuntimeError("call reset() before privileged_true_remaining()")
+        return self.sim.true_remaining()
 
     def close_extras(self, **kwargs: Any) -> None:
         """Nothing to release: the episodes live in this process's arrays."""

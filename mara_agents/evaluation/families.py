@@ -18,7 +18,6 @@ import numpy as np
 
 from mara_agents.evaluation.grid import Grid
 from mara_agents.evaluation.stats import Cell, Stat
-from mara_env.simulator import SUCCEEDED
 from mara_env.workload import Episode
 
 FamilyCounts = dict[str, list[int]]  # family → [tasks, successes]
@@ -42,15 +41,14 @@ def family_counts(curve_ids: Sequence[str], won: Iterable[bool]) -> FamilyCounts
 
 def played_families(env: gym.Env) -> FamilyCounts:
     """Per-family outcomes of the episode ``env`` (a ``MARA-v0`` env) has just finished."""
-    sim = env.unwrapped.engine.sim
-    return family_counts(sim.episode.curve, (sim.status == SUCCEEDED).tolist())
+    base = env.unwrapped
+    return family_counts(base.episode.curve, [outcome == "succeeded" for outcome in base.task_outcomes()])
 
 
 def vector_played_families(env: Any, row: int, episode: Episode) -> FamilyCounts:
     """Per-family outcomes of ``episode``, which sub-env ``row`` of a native ``MARA-v0`` vector env has just
     finished (read before the sub-env restarts)."""
-    won = env.sim.tasks["status"][row, :len(episode)] == SUCCEEDED
-    return family_counts(episode.curve, won.tolist())
+    return family_counts(episode.curve, [outcome == "succeeded" for outcome in env.task_outcomes(row)])
 
 
 def family_runs(rows: Iterable[dict[str, Any]], method: str, cells: Sequence[Cell],

@@ -20,9 +20,10 @@ from pathlib import Path
 
 from curves.ray_support import require_ray
 from mara_agents.allocators.registry import POLICIES
+from mara_agents.interrupt import raise_interrupt
 from mara_agents.jobs.files import JobFileError, load_jobs
 from mara_agents.jobs.schedule import schedule
-from mara_agents.live import interrupt, writable_folder
+from mara_agents.live import writable_folder
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,5 +90,5 @@ def _forecast(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     raise SystemExit(main())

@@ -39,15 +39,13 @@ class JobOutcome:
 
 def job_outcomes(env: LiveMARAEnv) -> list[JobOutcome]:
     """Every job's outcome so far, in the episode's order (by arrival)."""
-    sim, failed = env.sim, env.failed_tasks
+    failed = env.failed_tasks
     rows = []
-    for k, (task, status) in enumerate(zip(sim.live_episode.tasks, env.outcomes())):
-        losses = sim.per_batch[k]
+    for k, (task, status, losses, left) in enumerate(zip(env.live_episode.tasks, env.task_outcomes(), env.losses,
+                                                         env.finished_at())):
         value = float(tracked(losses, task.metric, task.ema_decay)[-1]) if losses else None
-        left = int(sim.left_at[k])
         rows.append(JobOutcome(task.family, task.arrival, task.budget, task.eps, task.metric,
-                               "failed" if k in failed else status, len(losses), left if left >= 0 else None, value,
-                               failed.get(k, "")))
+                               "failed" if k in failed else status, len(losses), left, value, failed.get(k, "")))
     return rows
 
 
@@ -84,7 +82,7 @@ class ProgressTable:
         if now - self.last < self.interval_s:
             return
         self.last = now
-        text = outcome_table(job_outcomes(env), env.sim.t)
+        text = outcome_table(job_outcomes(env), env.t)
         if self.tty and self.shown_lines:
             self.stream.write(f"\x1b[{self.shown_lines}F\x1b[J")  # back to the table's first line, clear below
         self.stream.write(text + "\n")

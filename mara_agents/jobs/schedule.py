@@ -143,7 +143,7 @@ def schedule(jobs: Sequence[Job], policy: str | Policy = "slack-fm", nodes: int 
         finally:  # also on an interruption: keep what was recorded
             if env.log is not None:
                 save(env, out, label, steps)
-        return ScheduleResult(out, label, nodes, job_outcomes(env), replay_mismatches(out), steps, env.sim.metrics())
+        return ScheduleResult(out, label, nodes, job_outcomes(env), replay_mismatches(out), steps, env.metrics())
     finally:
         if env is not None:
             env.close()

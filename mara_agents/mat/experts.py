@@ -2,7 +2,8 @@
 
 Training only.  :class:`PrivilegedObservation` adds one key to the dict observation, ``true_remaining``: for
 each occupied slot, the batches its task still needs before its cumulative-average loss reaches ε, read
-from the curve the simulator replays (the curve ahead of a task is never part of the observation).  A task
+through the env's privileged accessor ``privileged_true_remaining`` from the curve the simulator replays (the
+curve ahead of a task is never part of the observation).  A task
 whose curve never reaches ε within the recorded curve reads as needing more than the curve's remaining
 length, so it sorts after every task that can finish.  Empty slots read 0.  :func:`vector_true_remaining`
 reads the same for every sub-env of a vector env, for the privileged critic (:mod:`mara_agents.mat.critic`).
@@ -19,61 +20,27 @@ The MAT student imitates it from the observation and the FM estimates alone
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from mara_agents.allocators.slack import SlackPolicy
-from mara_env.batched import BatchSimulator
 from mara_env.gym_env import MARAEnv
-from mara_env.simulator import Simulator
 from mara_env.vector_env import MARAVectorEnv
 
 TRUE_REMAINING = "true_remaining"
 
 
-def first_crossings(sim: Simulator) -> np.ndarray:
-    """Per task of the loaded episode: the first batch count s ≥ 1 at which L(s) ≤ ε, or the table width + 1
-    when the replayed curve never gets there."""
-    below = sim.loss_table[:, 1:] <= sim.eps[:, None]
-    width = below.shape[1]
-    return np.where(below.any(axis=1), below.argmax(axis=1) + 1, width + 1)
-
-
-def true_remaining(sim: Simulator, crossings: np.ndarray) -> np.ndarray:
-    """(K,) float32: batches each occupied slot's task still needs to reach ε (0 for empty slots)."""
-    tasks = sim.slot_task
-    occupied = tasks >= 0
-    remaining = np.zeros(tasks.shape, dtype=np.float32)
-    remaining[occupied] = crossings[tasks[occupied]] - sim.batches[tasks[occupied]]
-    return remaining
-
-
-def batched_true_remaining(sim: BatchSimulator) -> np.ndarray:
-    """(N, K) float32: :func:`true_remaining` for every episode of a batched simulator (0 for empty slots)."""
-    remaining = np.zeros(sim.slot_task.shape, dtype=np.float32)
-    occupied = sim.slot_task >= 0
-    if not occupied.any():
-        return remaining
-    losses = sim.table.loss
-    curves = losses[sim.slot_curve[occupied] // losses.shape[1]]  # slot_curve is the row's flat offset
-    below = curves[:, 1:] <= sim.slot_eps[occupied][:, None]
-    crossings = np.where(below.any(axis=1), below.argmax(axis=1) + 1, below.shape[1] + 1)
-    remaining[occupied] = crossings - sim.slot_batches[occupied]
-    return remaining
-
-
 def vector_true_remaining(envs: gym.vector.VectorEnv) -> np.ndarray:
     """(N, K) float32 true remaining batches of every sub-env of a MARA vector env: the native one
-    (:class:`~mara_env.vector_env.MARAVectorEnv`) or a ``SyncVectorEnv`` of single MARA envs."""
+    (:class:`~mara_env.vector_env.MARAVectorEnv`) or a ``SyncVectorEnv`` of single MARA envs, read through
+    their privileged accessor (``privileged_true_remaining``)."""
     base = envs.unwrapped
     if isinstance(base, MARAVectorEnv):
-        return batched_true_remaining(base.sim)
+        return base.privileged_true_remaining()
     if isinstance(base, gym.vector.SyncVectorEnv) and all(isinstance(env.unwrapped, MARAEnv) for env in base.envs):
-        sims = [env.unwrapped.engine.sim for env in base.envs]
-        return np.stack([true_remaining(sim, first_crossings(sim)) for sim in sims])
+        return np.stack([env.unwrapped.privileged_true_remaining() for env in base.envs])
     raise TypeError(f"true remaining batches need a MARA vector env (native or sync), got {type(base).__name__}")
 
 
@@ -84,18 +51,15 @@ class PrivilegedObservation(gym.ObservationWrapper):
         super().__init__(env)
         if not isinstance(env.observation_space, spaces.Dict):
             raise ValueError("PrivilegedObservation needs the dict observation (observation='dict')")
-        sim = env.unwrapped.engine.sim
+        if not isinstance(env.unwrapped, MARAEnv):
+            raise TypeError(f"PrivilegedObservation needs a MARA-v0 env, got {type(env.unwrapped).__name__}")
+        num_slots, history_width = env.observation_space["history"].shape
         self.observation_space = spaces.Dict({
             **env.observation_space.spaces,
-            TRUE_REMAINING: spaces.Box(0.0, float(sim.history_width + 1), (sim.num_slots,), np.float32)})
-        self._episode: Any = None
-        self._crossings = np.zeros(0, dtype=np.int64)
+            TRUE_REMAINING: spaces.Box(0.0, float(history_width + 1), (num_slots,), np.float32)})
 
     def observation(self, observation: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        sim = self.env.unwrapped.engine.sim
-        if sim.episode is not self._episode:  # tabulated once per episode
-            self._episode, self._crossings = sim.episode, first_crossings(sim)
-        return {**observation, TRUE_REMAINING: true_remaining(sim, self._crossings)}
+        return {**observation, TRUE_REMAINING: self.env.unwrapped.privileged_true_remaining()}
 
 
 class PrivilegedSlackExpert(SlackPolicy):

@@ -13,17 +13,15 @@ import numpy as np
 from gymnasium import spaces
 
 from curves.bank import DEFAULT_BANK, FamilySpec
-from mara_env.actions import repair_picks, standing_picks
 from mara_env.config import MARAConfig
-from mara_env.engine import cached_bank, parse_picks
+from mara_env.dynamics import SUCCEEDED, standing_picks, step_info, team_reward
+from mara_env.engine import action_picks, cached_bank, reset_info, resolve_conflicts
 from mara_env.gym_env import observation_spaces
-from mara_env.live.record import STATUS_NAMES, EpisodeLog, save_episode
 from mara_env.live.jobs import SOURCE, Job, check_jobs, job_episode, job_specs
+from mara_env.live.record import EpisodeLog, save_episode
 from mara_env.live.runner import BatchRunner, JobRunner, connect
 from mara_env.live.simulator import LiveSimulator
-from mara_env.live.tasks import draw_live_episode
-from mara_env.shaping import shaped_reward
-from mara_env.simulator import SUCCEEDED
+from mara_env.live.tasks import LiveEpisode, draw_live_episode
 
 
 @dataclass(frozen=True)
@@ -111,6 +109,8 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.settings = settings or LiveSettings()
         if self.config.observation != "dict":
             raise ValueError(f"the live env offers observation='dict' only, got {self.config.observation!r}")
+        if self.config.actions != "picks":
+            raise ValueError(f"the live env takes one pick per node (actions='picks'), got {self.config.actions!r}")
         m, k = self.config.num_nodes, self.config.max_active
         self.jobs = check_jobs(jobs) if jobs is not None else None
         reference = cached_bank(str(self.settings.reference_bank or DEFAULT_BANK))
@@ -158,7 +158,7 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.sim.load_live(episode, self.specs)
         self.log = EpisodeLog(self.config, episode, self.sim.history_width, self.specs)
         self.ended = False
-        return self.sim.observation(), {"successes": 0, "expirations": 0, "conflicts": 0}
+        return self.sim.observation(), reset_info(self.config, 0)
 
     def step(self, action: Any):
         """Run one batch for every task a node serves (on Ray), reveal the losses, then advance the simulator."""
@@ -166,9 +166,9 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise RuntimeError("call reset() before step()" if self.log is None else
                                "the episode has ended; call reset() before step() again")
         sim, cfg = self.sim, self.config
-        requested = np.asarray(parse_picks(action, cfg.num_nodes, cfg.max_active), dtype=np.int64)
-        occupied = sim.slot_task >= 0
-        picks = repair_picks(requested, occupied) if cfg.conflicts == "repair" else requested.copy()
+        occupied = sim.occupied
+        picks, repaired = resolve_conflicts(cfg, action_picks(cfg, action, occupied), occupied)
+        picks = picks.copy()  # failed tasks' nodes idle below
         nodes = np.flatnonzero(standing_picks(picks, occupied)).tolist()
         served = {node: int(sim.slot_task[picks[node] - 1]) for node in nodes}
         batches = self.runner.run([(node, task, sim.live_episode.tasks[task]) for node, task in served.items()])
@@ -182,9 +182,7 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         outcome = sim.step(picks.tolist())
         for task in np.flatnonzero((sim.status != status) & (sim.status >= SUCCEEDED)).tolist():
             self.runner.forget(task)
-        reward = float(outcome.successes)
-        if cfg.reward == "shaped":
-            reward = shaped_reward(reward, outcome.potential_before, outcome.potential_after, cfg.shaping_beta)
+        reward = team_reward(cfg, outcome.successes, outcome.potential_before, outcome.potential_after)
         self.log.failed.update(batches.failed)
         timing = {"dispatch_s": batches.wall_s, "compute_max_s": batches.compute_max_s,
                   "compute_sum_s": batches.compute_sum_s, "worker_sum_s": batches.worker_sum_s,
@@ -193,15 +191,15 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                                "losses": {str(k): v for k, v in sorted(batches.losses.items())},
                                "failed": sorted(batches.failed), "successes": outcome.successes,
                                "expirations": outcome.expirations, "conflicts": outcome.conflicts, **timing})
-        info: dict[str, Any] = {"successes": outcome.successes, "expirations": outcome.expirations,
-                                "conflicts": outcome.conflicts, "failed": sorted(batches.failed)}
-        if cfg.conflicts == "repair":
-            info["repaired"] = int(np.count_nonzero(picks != requested))
+        info = step_info(outcome.successes, outcome.expirations, outcome.conflicts,
+                         None if repaired is None else int(repaired))
+        info["failed"] = sorted(batches.failed)
         limit = self.settings.max_steps
         truncated = not outcome.terminated and limit is not None and len(self.log.steps) >= limit
         self.ended = outcome.terminated or truncated
         if self.ended:
             info["episode_metrics"] = sim.metrics()
+            info["task_outcomes"] = sim.task_outcomes()
         return sim.observation(), reward, outcome.terminated, truncated, info
 
     @property
@@ -209,9 +207,34 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """Tasks of this episode whose recipe failed every attempt, with the last error."""
         return dict(self.log.failed) if self.log else {}
 
-    def outcomes(self) -> list[str]:
-        """Per task: ``succeeded``, ``expired``, ``running``, ``queued`` or ``not arrived``."""
-        return [STATUS_NAMES[int(s)] for s in self.sim.status]
+    def task_outcomes(self) -> tuple[str, ...]:
+        """Per task, in the episode's order: ``succeeded``, ``expired``, ``running``, ``queued`` or ``not arrived``."""
+        return self.sim.task_outcomes()
+
+    def metrics(self) -> dict[str, float]:
+        """The episode metrics so far (those of ``info["episode_metrics"]`` at the episode's end)."""
+        return self.sim.metrics()
+
+    @property
+    def t(self) -> int:
+        """The current step of the episode."""
+        return self.sim.t
+
+    @property
+    def live_episode(self) -> LiveEpisode:
+        """The tasks of the episode being played."""
+        if self.log is None:
+            raise RuntimeError("call reset() before reading the episode")
+        return self.sim.live_episode
+
+    @property
+    def losses(self) -> list[list[float]]:
+        """Per task, the losses of the batches it has run so far (a copy)."""
+        return [list(losses) for losses in self.sim.per_batch]
+
+    def finished_at(self) -> list[int | None]:
+        """Per task, the step at which it succeeded or expired (``None`` while it has not)."""
+        return [step if step >= 0 else None for step in self.sim.left_at.tolist()]
 
     def save(self, folder: str | Path, **extra: Any) -> Path:
         """Write this episode's curve bank and log into ``folder`` (``extra`` goes into the log as is)."""
@@ -219,7 +242,8 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise RuntimeError("call reset() and play an episode before save()")
         self.log.extra.update(extra)
         sources = {name: fact["source"] for name, fact in self.facts.items()} or dict.fromkeys(self.specs, SOURCE)
-        return save_episode(folder, self.log, self.sim.per_batch, self.outcomes(), self.sim.metrics(), sources)
+        return save_episode(folder, self.log, self.sim.per_batch, list(self.task_outcomes()), self.sim.metrics(),
+                            sources)
 
     def close(self) -> None:
         """Release the node actors (a local Ray this env started keeps running until ``ray.shutdown()``)."""

@@ -9,8 +9,8 @@ A live episode writes two things into its output folder:
 
 :func:`replay` plays the log's decisions in the MARA-v0 :class:`~mara_env.simulator.Simulator` over the
 recorded curves (for a task whose ε applies to another metric than the cumulative average, with that
-metric's series in its loss row), and :func:`replay_mismatches` lists every step or task where the replay's successes and
-expiries differ from the live run's (none, when the live run is faithful to the simulator).
+metric's series in its loss row), and :func:`replay_mismatches` lists every step or task where the replay's
+successes and expiries differ from the live run's (none, when the live run is faithful to the simulator).
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ from curves.recorder import declare_keeping_rules, generator_commit
 from mara_env.config import MARAConfig
 from mara_env.live.simulator import derive_loss_row, episode_bank
 from mara_env.live.tasks import LiveEpisode, tracked
-from mara_env.simulator import ACTIVE, EXPIRED, FUTURE, QUEUED, SUCCEEDED, Simulator
+from mara_env.simulator import Simulator
 
 FORMAT = "mara-live-episode"
 VERSION = 1
-STATUS_NAMES = {FUTURE: "not arrived", QUEUED: "queued", ACTIVE: "running", SUCCEEDED: "succeeded", EXPIRED: "expired"}
 CONFIG_FIELDS = ("num_nodes", "max_active", "arrival_prob", "arrival_window", "reward", "shaping_beta",
                  "warmup_observations", "max_nodes", "conflicts")
 
@@ -116,7 +115,7 @@ def replay(out: str | Path) -> Replay:
         outcome = sim.step(step["picks"])
         successes.append(outcome.successes)
         expirations.append(outcome.expirations)
-    return Replay(successes, expirations, [STATUS_NAMES[int(s)] for s in sim.status])
+    return Replay(successes, expirations, list(sim.task_outcomes()))
 
 
 def replay_mismatches(out: str | Path) -> list[str]:

@@ -15,12 +15,11 @@ import numpy as np
 
 from curves.bank import CurveBank, CurveRecord, FamilySpec
 from mara_env.config import MARAConfig
+from mara_env.dynamics import SERVED_FEATURES, progress_table
 from mara_env.features import TASK_FEATURE_INDEX as _F
 from mara_env.live.tasks import LIVE_SPLIT, LiveEpisode, tracked
-from mara_env.shaping import log_progress
 from mara_env.simulator import Simulator
 
-_TINY = 1e-12  # the simulator's floor under a loss before taking its logarithm
 _REVEALED = ("current_loss", "initial_loss", "log_loss_ratio")
 
 
@@ -48,7 +47,11 @@ def episode_bank(episode: LiveEpisode, per_batch: list[np.ndarray], width: int, 
 
 
 class LiveSimulator(Simulator):
-    """A simulator whose tasks' losses are revealed batch by batch (observation width ``history_width``)."""
+    """A simulator whose tasks' losses are revealed batch by batch (observation width ``history_width``).
+
+    ``per_batch[k]`` lists the losses task k's batches have revealed so far; :meth:`reveal` adds one and
+    :meth:`fail` ends a task whose recipe failed. The rest is the :class:`~mara_env.simulator.Simulator` API
+    (``step``, ``observation``, ``metrics``, ``task_outcome(s)``, ``slot_tasks``)."""
 
     def __init__(self, config: MARAConfig, history_width: int):
         super().__init__(config, CurveBank(Path("<live>"), {}, {}, {}))
@@ -75,6 +78,10 @@ class LiveSimulator(Simulator):
         self.loss_table[task, s] = tracked(self.per_batch[task], spec.metric, spec.ema_decay)[-1]
         derive_loss_row(self, task)
 
+    def deadline_of(self, task: int) -> int:
+        """The step by which task ``task`` must succeed (the end of the step it failed in, if it failed)."""
+        return int(self.deadline[task])
+
     def fail(self, task: int) -> None:
         """Task ``task``'s recipe failed for good: it expires at the end of this step, like a missed deadline."""
         self.deadline[task] = self.t + 1
@@ -85,11 +92,9 @@ def derive_loss_row(sim: Simulator, task: int) -> None:
     """Recompute the progress and loss features of ``task``'s row from its ``loss_table`` row, as
     :meth:`Simulator.load` derives them (the live simulator after each batch, the replay for a task whose ε
     applies to another metric than the cumulative average)."""
-    loss_row = sim.loss_table[task:task + 1]
-    first, eps = loss_row[:, 1:2], sim.eps[task:task + 1, None]
-    seen = np.arange(loss_row.shape[1])[None, :] > 0
-    sim.progress_table[task:task + 1] = np.where(seen, log_progress(first, loss_row, eps), 0.0)
+    rows = slice(task, task + 1)
+    *features, sim.progress_table[rows] = progress_table(sim.loss_table[rows], sim.budget[rows], sim.eps[rows],
+                                                         sim.config.warmup_observations)
     row = sim.feature_table[task:task + 1]
-    row[..., _F["current_loss"]] = loss_row
-    row[..., _F["initial_loss"]] = np.where(seen, first, 0.0)
-    row[..., _F["log_loss_ratio"]] = np.where(seen, np.log(np.maximum(loss_row, _TINY) / eps), 0.0)
+    for name, values in zip(SERVED_FEATURES, features):
+        row[..., _F[name]] = values

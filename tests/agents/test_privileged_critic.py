@@ -13,7 +13,7 @@ import torch
 import mara_agents.mat.train as mat_train
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.critic import PRIVILEGED_FEATURES, PrivilegedCritic, privileged_features
-from mara_agents.mat.experts import first_crossings, true_remaining, vector_true_remaining
+from mara_agents.mat.experts import vector_true_remaining
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.ppo import PPOSettings, ValueNorm, ppo_update
 from mara_agents.mat.rollout import VectorRollout, make_training_envs
@@ -53,8 +53,7 @@ def test_the_native_vector_env_reads_the_same_true_remaining_as_single_envs(bank
 def test_the_sync_reading_is_the_single_env_reading():
     env = gym.make_vec("MARA-v0", num_envs=2, vectorization_mode="sync")
     env.reset(seed=[3, 4])
-    expected = np.stack([true_remaining(e.unwrapped.engine.sim, first_crossings(e.unwrapped.engine.sim))
-                         for e in env.unwrapped.envs])
+    expected = np.stack([e.unwrapped.privileged_true_remaining() for e in env.unwrapped.envs])
     np.testing.assert_array_equal(vector_true_remaining(env), expected)
     with pytest.raises(TypeError, match="MARA vector env"):
         vector_true_remaining(gym.make_vec("CartPole-v1", num_envs=1, vectorization_mode="sync"))

@@ -1,4 +1,5 @@
-"""The conflict rules: ``standing_picks`` is the paper's rule, ``repair_picks`` always yields a matching."""
+"""The conflict rules: ``standing_picks`` (and its one-row form) is the paper's rule, ``repair_picks`` always
+yields a matching."""
 
 import gymnasium as gym
 import numpy as np
@@ -6,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mara_env
-from mara_env.actions import repair_picks, scores_to_picks, standing_picks
+from mara_env.actions import repair_picks, scores_to_picks
+from mara_env.dynamics import standing_picks, standing_picks_one
 
 K, M = 6, 5
 cases = st.tuples(st.lists(st.integers(0, K), min_size=M, max_size=M),
@@ -26,7 +28,8 @@ def _standing_node_by_node(picks, occupied):
 @settings(max_examples=300, deadline=None)
 def test_repair_gives_a_matching_that_keeps_standing_picks_and_idles(case):
     picks, occupied = np.array(case[0]), np.array(case[1])
-    assert standing_picks(picks, occupied).tolist() == _standing_node_by_node(case[0], case[1])
+    expected = _standing_node_by_node(case[0], case[1])
+    assert standing_picks(picks, occupied).tolist() == standing_picks_one(case[0], case[1]) == expected
     repaired = repair_picks(picks, occupied)
     served = repaired[repaired > 0] - 1
     assert len(set(served.tolist())) == served.size  # each task served at most once

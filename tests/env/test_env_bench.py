@@ -46,3 +46,27 @@ def test_bench_refuses_an_unwritable_out_before_running(tmp_path, capsys, where,
     assert captured.out == ""
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and "--out" in lines[0] and out in lines[0]
+
+
+def test_bench_compare_runs_both_checkouts_and_prints_each_figures_ratio(bank_dir, capsys):
+    from mara_env.bench_compare import THIS_CHECKOUT
+    from mara_env.bench_compare import main as compare_main
+
+    assert compare_main([str(THIS_CHECKOUT), "--repeat", "1", "--steps", "1000", "--bank", str(bank_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line[:34].strip(): line[34:].split() for line in lines[2:]}
+    assert set(rows) == {"gym env, precomputed", "gym env, FIFO rule", "vector env N=1, precomputed",
+                         "vector env N=64, precomputed", "vector env N=64, flat+repair"}
+    for other, this, ratio in rows.values():
+        other_rate, this_rate = float(other.replace(",", "")), float(this.replace(",", ""))
+        assert other_rate > 0 and this_rate > 0 and float(ratio) == pytest.approx(this_rate / other_rate, rel=0.01)
+
+
+@pytest.mark.parametrize("argv", [["/no/such"], ["/"], [".", "--repeat", "0"], [".", "--steps", "10"]])
+def test_bench_compare_refuses_bad_arguments(argv, capsys):
+    from mara_env.bench_compare import main as compare_main
+
+    with pytest.raises(SystemExit) as exit_info:
+        compare_main(argv)
+    assert exit_info.value.code == 2
+    assert "error:" in capsys.readouterr().err.strip().splitlines()[-1]

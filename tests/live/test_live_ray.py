@@ -92,13 +92,13 @@ def play(env: LiveMARAEnv, out: Path, policy: str = "fifo") -> list[str]:
         assert env.observation_space.contains(observation)
         done = terminated or truncated
     env.save(out, policy=policy)
-    return env.outcomes()
+    return list(env.task_outcomes())
 
 
 @pytest.fixture(scope="module")
 def fifo_run(live_env, tmp_path_factory):
     out = tmp_path_factory.mktemp("fifo")
-    return out, play(live_env, out), [list(losses) for losses in live_env.sim.per_batch]
+    return out, play(live_env, out), live_env.losses
 
 
 def test_fifo_episode_has_outcomes_and_replays_to_identical_successes_and_expiries(fifo_run):
@@ -157,7 +157,7 @@ def test_a_worker_that_dies_mid_batch_is_retried_from_the_task_s_last_state(live
     log = load_episode_log(tmp_path)
     assert sum(step["retries"] for step in log["steps"]) == 1 and not log["failed"]
     assert outcomes == reference
-    assert live_env.sim.per_batch == per_batch
+    assert live_env.losses == per_batch
 
 
 def test_a_recipe_that_keeps_failing_is_reported_and_counted_as_expired(live_env, fifo_run, faults, tmp_path):
@@ -168,7 +168,7 @@ def test_a_recipe_that_keeps_failing_is_reported_and_counted_as_expired(live_env
         (faults / "always-3-2").unlink()
     assert outcomes[1] == "expired"
     assert list(live_env.failed_tasks) == [1] and "always fails" in live_env.failed_tasks[1]
-    assert len(live_env.sim.per_batch[1]) == 2
+    assert len(live_env.losses[1]) == 2
     assert replay_mismatches(tmp_path) == []
 
 

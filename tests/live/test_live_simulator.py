@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from curves.bank import load_bank
-from mara_env.actions import standing_picks
 from mara_env.config import MARAConfig
+from mara_env.dynamics import standing_picks
 from mara_env.live.simulator import LiveSimulator, episode_bank
 from mara_env.live.tasks import LiveEpisode, LiveTask
 from mara_env.simulator import Simulator
@@ -108,3 +108,11 @@ def test_bad_live_settings_name_the_field(field, value):
 
     with pytest.raises(ValueError, match=field):
         LiveSettings(**{field: value})
+
+
+@pytest.mark.parametrize("setting", [{"observation": "flat"}, {"actions": "scores"}])
+def test_the_live_env_refuses_what_it_does_not_offer_before_starting_ray(setting):
+    from mara_env.live.env import LiveMARAEnv
+
+    with pytest.raises(ValueError, match=next(iter(setting))):
+        LiveMARAEnv(MARAConfig(**setting))

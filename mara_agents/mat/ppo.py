@@ -18,6 +18,7 @@ from torch import nn
 from mara_agents.config_cli import check_integers
 from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
+from mara_agents.mat.tokens import Tokens
 
 
 class ValueNorm(nn.Module):
@@ -142,9 +143,10 @@ def ppo_loss(model: MATModel, batch: Batch, value_norm: ValueNorm, settings: PPO
     by E[r − 1 − log r] with r = π_ref(a)/π(a) (non-negative per sample).  ``critic_only`` leaves the policy
     terms out: the value loss alone, for fitting a critic before the policy may move.
     """
-    log_probs, entropy, values = model.evaluate(batch.slots, batch.glob, batch.present, batch.actions)
+    tokens = Tokens(batch.slots, batch.glob, batch.present)
+    log_probs, entropy, values = model.evaluate(tokens, batch.actions)
     if critic is not None:
-        values = critic(batch.slots, batch.glob, batch.present, batch.privileged)
+        values = critic(tokens, batch.privileged)
     advantages = (batch.advantages - batch.advantages.mean()) / (batch.advantages.std() + 1e-8)
     ratio = torch.exp(log_probs - batch.log_probs)
     unclipped = ratio * advantages[:, None]

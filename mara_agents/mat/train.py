@@ -52,6 +52,7 @@ from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import Batch, ValueNorm, gae, ppo_update
 from mara_agents.mat.rollout import Rollout, VectorRollout
+from mara_agents.mat.tokens import Tokens
 from mara_agents.mat.validation import validation_score, validation_workload
 from mara_agents.predictors.demand import make_demand
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
@@ -82,7 +83,7 @@ def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
         reference_log_probs = torch.zeros_like(log_probs)
     else:
         with torch.no_grad():
-            reference_log_probs = reference.evaluate(slots, glob, present, actions)[0]
+            reference_log_probs = reference.evaluate(Tokens(slots, glob, present), actions)[0]
     return Batch(slots=slots, glob=glob, present=present, actions=actions, log_probs=log_probs,
                  advantages=advantages.flatten(), returns=returns.flatten(), reference_log_probs=reference_log_probs,
                  privileged=privileged)

@@ -133,6 +133,8 @@ def play_episodes(policies: Policy | Sequence[Policy], episodes: Sequence[Episod
     running episodes in one call per step, or one policy per episode.  Each is ``reset()`` first.  Episodes
     are ``Episode`` objects, or indices into the ``workload`` file named in ``env_kwargs``.
     """
+    if not episodes:
+        return []
     for policy in [policies] if not isinstance(policies, Sequence) else policies:
         policy.reset()
     env = make_vector_env(len(episodes), copy=copy, **env_kwargs)

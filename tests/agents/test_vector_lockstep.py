@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mara_agents.runner import Lockstep
+from mara_agents.runner import Lockstep, play_episodes
 
 
 class ScriptedVectorEnv:
@@ -67,3 +67,7 @@ def test_a_fixed_number_of_steps_stops_there(steps):
     played = Lockstep(ScriptedVectorEnv(), restart=lambda ended: None).play(
         lambda observation, rows: np.zeros((len(rows), 1), dtype=np.int64), steps=steps)
     assert played.rewards.shape == (steps, 2)
+
+
+def test_no_episodes_give_no_rows_and_build_no_env():
+    assert play_episodes([], []) == []

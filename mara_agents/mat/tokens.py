@@ -11,8 +11,8 @@ admitted task look more hopeless than a task that truly cannot finish but whose 
 below its target, and a policy that ranks tasks by slack may never probe it: in the stress test (§5.4) new
 tasks starved while the early tasks held all seven nodes.  So a slot's :data:`ESTIMATE_FEATURES` are 0 until
 its task has ``MIN_OBSERVATIONS`` observations (the predictor's own readiness rule), the usual encoding of a
-missing value beside its indicator (``warmup`` < 1).  Adopted after a test on `val` curves only
-(``mara_agents/checkpoints/README.md``, "Why a new task shows no demand estimate").
+missing value beside its indicator (``warmup`` < 1); ``mara_agents/checkpoints/README.md`` ("Why a new task
+shows no demand estimate") has the check behind it, on `val` curves only.
 """
 
 from __future__ import annotations

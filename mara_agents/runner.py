@@ -1,123 +1,179 @@
-"""Play a policy on episodes or whole workload files and collect per-episode metrics."""
+"""The one play loop: N episodes on a MARA vector env, stepped together, one decision per step for all of them.
+
+Evaluation (:mod:`~mara_agents.evaluation.harness`), :func:`evaluate_workload` (and so checkpoint validation),
+DAgger's data collection (:mod:`~mara_agents.mat.imitation`) and PPO's rollouts (:mod:`~mara_agents.mat.rollout`)
+all play through :class:`Lockstep`.  Each step it asks ``decide(observation, rows)`` for the joint actions of
+the sub-envs ``rows`` whose episodes it plays, steps the vector env once, adds the rewards to each episode's
+return and, for every episode that ended, makes its row: the env's episode metrics, the undiscounted
+``return`` and whatever ``on_end(env, sub_env)`` adds (read before the sub-env restarts).
+
+The vector env runs with autoreset disabled (:func:`make_vector_env`), and the loop resets an ended sub-env
+at once: with ``restart`` the sub-env plays on (the episode ``restart`` names, or the env's next random
+one), which is what training wants; without, it is *retired*: it steps on a random episode nobody reads, its
+actions are idle, and the loop ends when no episode it plays is left, which is what evaluation wants.  The
+native vector env is bit-identical to single ``MARA-v0`` envs, so a policy that decides each observation on
+its own gets the same rows as when it plays each episode alone.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
+
 import mara_env  # noqa: F401  (registers MARA-v0)
 from mara_agents.policy import Policy, is_batched
+from mara_env.config import MARAConfig
+from mara_env.engine import load_sources
 from mara_env.simulator import oracle_successes
 from mara_env.workload import Episode
 
-
-def play_episode(env: gym.Env, policy: Policy, *, seed: int | None = None,
-                 options: dict[str, Any] | None = None) -> dict[str, float]:
-    """Run one episode to its end; returns the env's episode metrics plus the undiscounted return."""
-    observation, _ = env.reset(seed=seed, options=options)
-    policy.reset()
-    total = 0.0
-    while True:
-        observation, reward, terminated, truncated, info = env.step(policy.act(observation))
-        total += float(reward)
-        if terminated or truncated:
-            return {**info.get("episode_metrics", {}), "return": total}
+Decide = Callable[[dict[str, np.ndarray], np.ndarray], np.ndarray]  # (observation, rows) → actions of those rows
+OnEnd = Callable[[Any, int], dict[str, Any]]  # (vector env, sub-env) → fields added to the ended episode's row
 
 
-def play_lockstep(policy: Any, envs: Sequence[gym.Env], options: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
-    """Play one episode in each env side by side: every step is one ``policy.act_batch`` call over the
-    episodes still running.  Rows as :func:`play_episode`'s, in the order of ``envs``.
+def make_vector_env(num_envs: int, *, copy: bool = False, **kwargs: Any) -> gym.vector.VectorEnv:
+    """N ``MARA-v0`` sub-envs in the native vector env with autoreset disabled, as :class:`Lockstep` plays them.
 
-    For a policy whose actions depend only on the current observation (greedy MAT) the rows equal those of
-    playing each episode alone, while a neural policy pays its per-call overhead once per step, not once per
-    episode and step.
+    ``copy=False`` hands out the env's own ``history`` buffer, which the next step overwrites: right for a
+    decision that reads the observation at once; ``copy=True`` for one that may keep it.  Other keyword
+    arguments go to the env (``config``, ``bank``, ``workload``, any ``MARAConfig`` field).
     """
-    running = {i: env.reset(options=opts)[0] for i, (env, opts) in enumerate(zip(envs, options))}
-    policy.reset()
-    returns, rows = [0.0] * len(envs), [{} for _ in envs]
-    while running:
-        live = list(running)
-        for i, action in zip(live, policy.act_batch([running[i] for i in live])):
-            observation, reward, terminated, truncated, info = envs[i].step(action)
-            returns[i] += float(reward)
-            if terminated or truncated:
-                rows[i] = {**info.get("episode_metrics", {}), "return": returns[i]}
-                del running[i]
-            else:
-                running[i] = observation
-    return rows
+    return gym.make_vec("MARA-v0", num_envs=num_envs, vectorization_mode="vector_entry_point",
+                        autoreset_mode=AutoresetMode.DISABLED, copy=copy, **kwargs)
 
 
-def play_vector_lockstep(policy: Any, episodes: Sequence[Episode], *, bank: str | None = None,
-                         on_end: Callable[[Any, int], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """:func:`play_lockstep` on the native vector env: each episode in a sub-env, all stepped together in NumPy;
-    every step is one ``policy.act_batch`` call over the episodes still running.
+def sub_observation(observation: dict[str, np.ndarray], row: int) -> dict[str, np.ndarray]:
+    """Sub-env ``row``'s observation, as a single ``MARA-v0`` env gives it."""
+    return {key: value[row] for key, value in observation.items()}
 
-    The vector env's observations, rewards and metrics are bit-identical to single envs', and the policy sees
-    the running episodes in the same order, so the rows equal :func:`play_lockstep`'s.  ``on_end(env, i)`` is
-    called on the step episode i ends, before its sub-env restarts (on a seeded random episode that is never
-    read), and its fields are added to that episode's row.
+
+@dataclass(frozen=True)
+class Played:
+    """What one :meth:`Lockstep.play` call saw: each step's rewards and terminations (T, N), and the rows of
+    the episodes that ended, as (sub-env, row) in the order they ended."""
+
+    rewards: np.ndarray
+    terminated: np.ndarray
+    ended: list[tuple[int, dict[str, Any]]]
+
+
+class Lockstep:
+    """N episodes on a vector env whose autoreset is disabled, played together (see the module docstring).
+
+    ``restart(terminated)`` gives the reset options (besides the mask) for the sub-envs that just ended, e.g.
+    ``{"episode": [...]}``; ``None`` from it starts the env's next random episode.  Without ``restart`` the
+    ended sub-envs are retired.  The state (observation, returns, which sub-envs are played) carries over
+    from one :meth:`play` call to the next, so training collects rollouts of any length from one loop.
     """
-    env = gym.make_vec("MARA-v0", num_envs=len(episodes), vectorization_mode="vector_entry_point", bank=bank,
-                       copy=False)
-    try:
-        observation, _ = env.reset(seed=0, options={"episode": list(episodes)})
+
+    def __init__(self, env: gym.vector.VectorEnv, *, seed: int | Sequence[int] | None = None,
+                 options: dict[str, Any] | None = None,
+                 restart: Callable[[np.ndarray], dict[str, Any] | None] | None = None, on_end: OnEnd | None = None):
+        self.env = env
+        self.restart = restart
+        self.on_end = on_end
+        self.observation, _ = env.reset(seed=seed, options=options)
+        self.live = np.ones(env.num_envs, dtype=bool)
+        self.returns = np.zeros(env.num_envs)
+
+    def play(self, decide: Decide, steps: int | None = None) -> Played:
+        """Play ``steps`` vector steps, or (``None``) until no played episode is left."""
+        actions = np.zeros(self.env.action_space.shape, dtype=np.int64)
+        rewards, terminations, ended = [], [], []
+        while self.live.any() if steps is None else len(rewards) < steps:
+            rows = np.flatnonzero(self.live)
+            actions[:] = 0  # idle in retired sub-envs
+            actions[rows] = decide(self.observation, rows)
+            self.observation, reward, terminated, _, info = self.env.step(actions)
+            rewards.append(reward)
+            terminations.append(terminated)
+            self.returns += reward
+            if terminated.any():
+                ended += self._end(terminated, info)
+        shape = (len(rewards), self.env.num_envs)
+        return Played(np.reshape(rewards, shape), np.reshape(terminations, shape), ended)
+
+    def _end(self, terminated: np.ndarray, info: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+        """The rows of the played episodes that just ended; then every ended sub-env restarts or retires."""
+        metrics = info["episode_metrics"]
+        keys = [key for key in metrics if not key.startswith("_")]
+        ended = []
+        for row in np.flatnonzero(terminated & self.live).tolist():
+            record = {**{key: float(metrics[key][row]) for key in keys}, "return": float(self.returns[row])}
+            if self.on_end is not None:
+                record.update(self.on_end(self.env, row))
+            ended.append((row, record))
+        self.returns[terminated] = 0.0
+        options = (self.restart(terminated) if self.restart is not None else None) or {}
+        self.observation, _ = self.env.reset(options={**options, "reset_mask": terminated.copy()})
+        if self.restart is None:
+            self.live &= ~terminated
+        return ended
+
+
+def policy_decision(policies: Policy | Sequence[Policy]) -> Decide:
+    """The decision of one batched policy (``act_batch`` over the played observations, one call per step) or
+    of one policy per sub-env (each ``act`` on its own sub-env's observation)."""
+    if not isinstance(policies, Sequence):
+        return lambda observation, rows: policies.act_batch([sub_observation(observation, row) for row in rows])
+    return lambda observation, rows: np.stack([policies[row].act(sub_observation(observation, row)) for row in rows])
+
+
+def play_episodes(policies: Policy | Sequence[Policy], episodes: Sequence[Episode | int], *, copy: bool = False,
+                  on_end: OnEnd | None = None, **env_kwargs: Any) -> list[dict[str, Any]]:
+    """Play the episodes side by side, one per sub-env, and return their rows in the order given.
+
+    ``policies`` is one batched policy (:func:`~mara_agents.policy.is_batched`), which decides for all
+    running episodes in one call per step, or one policy per episode.  Each is ``reset()`` first.  Episodes
+    are ``Episode`` objects, or indices into the ``workload`` file named in ``env_kwargs``.
+    """
+    if not episodes:
+        return []
+    for policy in [policies] if not isinstance(policies, Sequence) else policies:
         policy.reset()
-        running = list(range(len(episodes)))
-        actions = np.zeros(env.action_space.shape, dtype=np.int64)
-        returns, rows = [0.0] * len(episodes), [{} for _ in episodes]
-        while running:
-            actions[:] = 0
-            actions[running] = policy.act_batch([{key: value[i] for key, value in observation.items()}
-                                                 for i in running])
-            observation, reward, terminated, _, info = env.step(actions)
-            for i in running:  # only ours: a sub-env that restarted plays an episode nobody reads
-                returns[i] += float(reward[i])
-                if terminated[i]:
-                    metrics = info["episode_metrics"]
-                    rows[i] = {**{key: float(value[i]) for key, value in metrics.items() if not key.startswith("_")},
-                               "return": returns[i]}
-                    if on_end is not None:
-                        rows[i].update(on_end(env.unwrapped, i))
-            running = [i for i in running if not terminated[i]]
+    env = make_vector_env(len(episodes), copy=copy, **env_kwargs)
+    try:
+        loop = Lockstep(env, seed=0, options={"episode": list(episodes)}, on_end=on_end)
+        rows: list[dict[str, Any]] = [{} for _ in episodes]
+        for row, record in loop.play(policy_decision(policies)).ended:
+            rows[row] = record
         return rows
     finally:
         env.close()
 
 
+def play_episode(policy: Policy, episode: Episode | int, **env_kwargs: Any) -> dict[str, Any]:
+    """Play one episode to its end: the env's episode metrics plus the undiscounted ``return``."""
+    return play_episodes([policy], [episode], copy=True, **env_kwargs)[0]
+
+
 def evaluate_workload(policy: Policy, workload: str | Path, *, bank: str | Path | None = None,
-                      wrap: Callable[[gym.Env], gym.Env] | None = None,
                       episodes: list[int] | None = None, **overrides: Any) -> list[dict[str, float]]:
     """Play ``policy`` on every (or the listed) episode of a workload file.
 
-    A batched policy (``act_batch``) plays all the episodes in lock-step (:func:`play_lockstep`).  Each row
-    holds the episode metrics, the episode's root and index, and the Oracle bound (independent feasibility)
-    for the same episode, so callers can check Oracle ≥ method per episode.
+    A batched policy (``act_batch``) plays all the episodes in lock-step; any other plays them one after the
+    other, its state carried from one episode to the next as a user would play them.  Each row holds the
+    episode metrics, the episode's root and index, and the Oracle bound (independent feasibility) for the
+    same episode, so callers can check Oracle ≥ method per episode.
     """
-    def make() -> gym.Env:
-        env = gym.make("MARA-v0", workload=str(workload), bank=None if bank is None else str(bank),
-                       disable_env_checker=True, **overrides)
-        return env if wrap is None else wrap(env)
-
-    env = make()
-    engine = env.unwrapped.engine
-    indices = list(range(len(engine.workload.episodes)) if episodes is None else episodes)
+    config = MARAConfig(workload=str(workload), bank=None if bank is None else str(bank), **overrides)
+    _, curves, loaded = load_sources(config)
+    indices = list(range(len(loaded.episodes)) if episodes is None else episodes)
     if is_batched(policy):
-        envs = [env, *(make() for _ in indices[1:])]
-        played = play_lockstep(policy, envs, [{"episode": index} for index in indices])
-        for other in envs[1:]:
-            other.close()
+        played = play_episodes(policy, indices, config=config)
     else:
-        played = [play_episode(env, policy, options={"episode": index}) for index in indices]
+        played = [play_episode(policy, index, config=config) for index in indices]
     rows = []
     for index, metrics in zip(indices, played):
-        episode = engine.workload.episodes[index]
-        feasible = oracle_successes(episode, engine.bank)
+        episode = loaded.episodes[index]
+        feasible = oracle_successes(episode, curves)
         rows.append({**metrics, "root": episode.root, "episode": episode.index,
                      "oracle_successes": float(feasible.sum()),
                      "oracle_rate": float(feasible.mean()) if feasible.size else float("nan")})
-    env.close()
     return rows

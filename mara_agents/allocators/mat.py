@@ -2,12 +2,13 @@
 
 Self-contained: the policy holds the demand stage of the predictor it was trained on and computes the
 remaining-batch estimates from the raw observation's history itself (one batched call per step, as in
-training), so it plays the plain Gymnasium env, ``mara_agents.runner.evaluate_workload`` and the PettingZoo
-envs through :class:`~mara_agents.policy.NodeActor` with no wrapper.  Any ``predicted_remaining`` already in
+training, through :func:`~mara_agents.mat.tokens.mat_inputs`), so it plays the plain Gymnasium env,
+``mara_agents.runner.evaluate_workload`` and the PettingZoo envs through :class:`~mara_agents.policy.NodeActor`
+with no wrapper.  Any ``predicted_remaining`` already in
 the observation is ignored, so the checkpoint alone decides which predictor is used.
 
 ``act_batch`` acts for many observations at once; the evaluation harness uses it to play all episodes of a
-workload file in lock-step (see ``mara_agents.runner.play_lockstep``).
+workload file in lock-step (:mod:`mara_agents.runner`).
 
 Evaluation decodes **greedily** by default, so it is deterministic: in node order, each node takes its most
 likely legal slot and idles only when no occupied slot is left (work-conserving; see
@@ -27,10 +28,10 @@ import torch
 
 from mara_agents.allocators.uncontended import decide_contended
 from mara_agents.mat.checkpoint import load_policy_model
-from mara_agents.mat.model import MATModel, token_tensors
-from mara_agents.mat.tokens import build_tokens
+from mara_agents.mat.model import MATModel
+from mara_agents.mat.tokens import mat_inputs
 from mara_agents.predictors.base import Predictor
-from mara_agents.predictors.demand import Demand, as_demand, make_demand
+from mara_agents.predictors.demand import Demand, as_demand, make_demand, stack_observations
 
 
 class MATPolicy:
@@ -62,11 +63,10 @@ class MATPolicy:
 
     def _decode(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
         """The network's actions for the observations: one predictor call, one decoder sweep."""
-        stacked, predicted = self.demand.stacked(observations)
-        tokens = build_tokens(stacked, predicted, with_slack_ranks=self.model.hparams.slack_prior)
-        slots, glob, present = token_tensors(tokens, self.device)
-        with torch.inference_mode():  # same numbers as no_grad, less bookkeeping per tensor (about 10 % of act)
-            actions, _, _ = self.model.act(slots, glob, present, generator=self.generator)
+        tokens = mat_inputs(stack_observations(observations), self.demand, self.model.hparams.slack_prior,
+                            self.device)
+        with torch.inference_mode():  # same numbers as no_grad, less bookkeeping per tensor
+            actions, _, _ = self.model.act(tokens, generator=self.generator)
         return actions.cpu().numpy()
 
 

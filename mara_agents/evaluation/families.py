@@ -13,7 +13,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from mara_agents.evaluation.grid import Grid
@@ -37,12 +36,6 @@ def family_counts(curve_ids: Sequence[str], won: Iterable[bool]) -> FamilyCounts
         entry[0] += 1
         entry[1] += int(bool(success))
     return dict(sorted(counts.items()))
-
-
-def played_families(env: gym.Env) -> FamilyCounts:
-    """Per-family outcomes of the episode ``env`` (a ``MARA-v0`` env) has just finished."""
-    base = env.unwrapped
-    return family_counts(base.episode.curve, [outcome == "succeeded" for outcome in base.task_outcomes()])
 
 
 def vector_played_families(env: Any, row: int, episode: Episode) -> FamilyCounts:

@@ -1,13 +1,14 @@
 """Run methods (and the bounds) on the fixed workloads: plan the work, reuse the cache, fan out to processes.
 
-The unit of work is one method run (method, training seed) on one root of one workload file; the unit of
-caching is one episode.  Every episode is played with a fresh copy of the policy (see
-:mod:`~mara_agents.evaluation.methods`), so its result does not depend on which process played it or in which
-order — a parallel run, a serial run and a resumed run give the same numbers bit for bit.  A policy that
-offers ``act_batch`` (see :func:`~mara_agents.policy.is_batched`) instead plays up to :data:`LOCKSTEP_BATCH`
-episodes — across roots, loads and task sets — in lock-step, one call per step for all of them, which
-amortises a neural policy's per-call overhead (its results equal the episode-by-episode ones up to
-floating-point effects of batching).
+The unit of work is one method run (method, training seed) on a list of episodes, played side by side on the
+native vector env by the one play loop (:func:`~mara_agents.runner.play_episodes`); the unit of caching is one
+episode.  Every episode is played with a fresh copy of the policy (see :mod:`~mara_agents.evaluation.methods`),
+so its result does not depend on which process played it, beside which episodes or in which order — a
+parallel run, a serial run and a resumed run give the same numbers bit for bit.  A policy that offers
+``act_batch`` (see :func:`~mara_agents.policy.is_batched`) instead decides for all of a unit's episodes —
+up to :data:`LOCKSTEP_BATCH`, across roots, loads and task sets — in one call per step, which amortises a
+neural policy's per-call overhead (its results equal the episode-by-episode ones up to floating-point effects
+of batching, so its units are always cut the same way).
 
 With several jobs the units run in worker processes (:mod:`~mara_agents.evaluation.workers`); the probes
 (:func:`_available`) and Table 1 run in processes of their own, so the main process builds no policy.
@@ -27,19 +28,18 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 from tqdm import tqdm
 
 from curves import checks
 from mara_agents.evaluation.cache import ResultCache
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
-from mara_agents.evaluation.families import family_counts, played_families, vector_played_families
+from mara_agents.evaluation.families import family_counts, vector_played_families
 from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulator_fingerprint, source_fingerprint
 from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, checked, fresh_policy,
                                            is_batched, is_import_path, probe, spec_for)
 from mara_agents.evaluation.workers import one_thread, worker_pool
 from mara_agents.predictors.shared import SHARED
-from mara_agents.runner import play_episode, play_vector_lockstep
+from mara_agents.runner import play_episodes
 from mara_env.config import MARAConfig
 from mara_env.engine import cached_bank, cached_workload
 from mara_env.fixed_workloads import workload_path
@@ -143,24 +143,16 @@ def bounds_key(target: Target, bank: Path, num_nodes: int) -> str:
 
 # ---------------------------------------------------------------------------------------------- workers
 def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: str) -> list[dict[str, Any]]:
-    """Play the episodes, each with a fresh policy (or all at once in lock-step for a batched policy); each
-    row holds the episode metrics and the per-family outcomes (``families``).  A user's policy has its
-    actions checked (:func:`~mara_agents.evaluation.methods.checked`)."""
+    """Play the episodes side by side on the native vector env (:func:`~mara_agents.runner.play_episodes`): a
+    batched policy decides for all of them in one call per step, any other policy plays each episode as a
+    fresh copy of its own.  Each row holds the episode metrics and the per-family outcomes (``families``).  A
+    user's policy has its actions checked (:func:`~mara_agents.evaluation.methods.checked`)."""
+    episodes = [cached_workload(target.path, bank).episodes[target.index] for target in targets]
     policy = _player(method, seed)
-    if is_batched(policy):
-        return _lockstep(policy, targets, bank)
-    envs: dict[str, gym.Env] = {}
-    rows = []
-    for position, target in enumerate(targets):
-        if target.path not in envs:
-            envs[target.path] = _make_env(target.path, bank)
-        player = policy if position == 0 else _player(method, seed)
-        env = envs[target.path]
-        rows.append({**play_episode(env, player, options={"episode": target.index}),
-                     "families": played_families(env)})
-    for env in envs.values():
-        env.close()
-    return rows
+    batched = is_batched(policy)
+    players = policy if batched else [policy, *(_player(method, seed) for _ in targets[1:])]
+    return play_episodes(players, episodes, bank=bank, copy=not batched,  # a policy of one's own may keep it
+                         on_end=lambda env, i: {"families": vector_played_families(env, i, episodes[i])})
 
 
 def _player(method: str, seed: int | None) -> Any:
@@ -169,12 +161,6 @@ def _player(method: str, seed: int | None) -> Any:
         return policy
     config = MARAConfig()
     return checked(policy, spec_for(method).label, config.num_nodes, config.max_active)
-
-
-def _lockstep(policy: Any, targets: Sequence[Target], bank: str) -> list[dict[str, Any]]:
-    episodes = [cached_workload(target.path, bank).episodes[target.index] for target in targets]
-    return play_vector_lockstep(policy, episodes, bank=bank,
-                                on_end=lambda env, i: {"families": vector_played_families(env, i, episodes[i])})
 
 
 def bound_unit(targets: Sequence[Target], bank: str, num_nodes: int) -> list[dict[str, Any]]:
@@ -189,10 +175,6 @@ def bound_unit(targets: Sequence[Target], bank: str, num_nodes: int) -> list[dic
             row[f"families_{bound}"] = family_counts(episode.curve, won.tolist())
         rows.append(row)
     return rows
-
-
-def _make_env(path: str, bank: str) -> gym.Env:
-    return gym.make("MARA-v0", workload=path, bank=bank, disable_env_checker=True)
 
 
 def run_unit(unit: Unit, bank: str, num_nodes: int) -> list[dict[str, Any]]:

@@ -195,7 +195,7 @@ class Availability:
     seed: int | None
     fingerprint: str | None = None
     reason: str | None = None
-    batched: bool = False  # the policy offers act_batch (see harness.play_lockstep)
+    batched: bool = False  # the policy offers act_batch (see harness.play_unit)
     optional: bool = False  # a registered method whose optional extra (e.g. sb3-contrib) is not installed
 
 

@@ -73,11 +73,15 @@ class TimedDemand:
 
 
 class TimedEnvs:
-    """The rollout's vector env with ``step`` and ``reset`` timed."""
+    """The rollout's vector env with ``step`` and ``reset`` timed (everything else is the env's)."""
 
     def __init__(self, envs: Any, watch: Stopwatch):
+        self.envs = envs
         self.step = watch.timed(envs.step)
         self.reset = watch.timed(envs.reset)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.envs, name)
 
 
 class TimedTraining:
@@ -99,7 +103,7 @@ class TimedTraining:
             self.rollout.collect(self.model, self.value_norm, warmup, self.sampler)
         self.predictor, self.env = Stopwatch(), Stopwatch()
         self.rollout.demand = TimedDemand(self.rollout.demand, self.predictor)
-        self.rollout.envs = TimedEnvs(self.rollout.envs, self.env)
+        self.rollout.loop.env = TimedEnvs(self.rollout.loop.env, self.env)
         self.totals = dict.fromkeys(("collect_wall", "collect_cpu", "total_wall", "total_cpu", "steps"), 0.0)
 
     def iteration(self) -> None:

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from mara_agents.mat.model import EncoderBlock, MATHyperParameters, run_encoder
-from mara_agents.mat.tokens import NUM_SLOT_FEATURES, STEP_SCALE
+from mara_agents.mat.tokens import NUM_SLOT_FEATURES, STEP_SCALE, Tokens
 from mara_env.features import TASK_FEATURE_INDEX as _F
 
 PRIVILEGED_FEATURES: tuple[str, ...] = (
@@ -60,9 +60,8 @@ class PrivilegedCritic(nn.Module):
         self.encoder_norm = nn.LayerNorm(dim)
         self.value_head = nn.Sequential(nn.Linear(dim, dim), nn.GELU(), nn.Linear(dim, 1))
 
-    def forward(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,
-                privileged: torch.Tensor) -> torch.Tensor:
-        """``slots`` are the actor's tokens; a FM-slack rank column after the features is ignored."""
-        features = torch.cat([slots[..., :NUM_SLOT_FEATURES], privileged], dim=-1)
-        tokens = torch.cat([self.global_in(glob)[:, None], self.slot_in(features)], dim=1)
-        return self.value_head(run_encoder(self.encoder, self.encoder_norm, tokens, present)[:, 0])
+    def forward(self, tokens: Tokens, privileged: torch.Tensor) -> torch.Tensor:
+        """``tokens`` are the actor's; a FM-slack rank column after the slot features is ignored."""
+        features = torch.cat([tokens.slots[..., :NUM_SLOT_FEATURES], privileged], dim=-1)
+        embedded = torch.cat([self.global_in(tokens.glob)[:, None], self.slot_in(features)], dim=1)
+        return self.value_head(run_encoder(self.encoder, self.encoder_norm, embedded, tokens.present)[:, 0])

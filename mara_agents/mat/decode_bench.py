@@ -30,11 +30,11 @@ from mara_agents.allocators.registry import CHECKPOINT_DIR, ensemble_members
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.ensemble import MATEnsemble
 from mara_agents.mat.model import MATHyperParameters
+from mara_agents.mat.tokens import Tokens
 
 
-def random_tokens(hparams: MATHyperParameters, batch: int, seed: int = 0
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(slots, glob, present) of ``batch`` random observations: about 80 % of slots occupied, random features
+def random_tokens(hparams: MATHyperParameters, batch: int, seed: int = 0) -> Tokens:
+    """Tokens of ``batch`` random observations: about 80 % of slots occupied, random features
     and, for a model with the FM-slack prior, a random rank order as the last slot column."""
     generator = torch.Generator().manual_seed(seed)
     present = torch.rand(batch, hparams.num_slots, generator=generator) < 0.8
@@ -43,7 +43,7 @@ def random_tokens(hparams: MATHyperParameters, batch: int, seed: int = 0
         ranks = torch.argsort(torch.rand(batch, hparams.num_slots, generator=generator), dim=-1).float()
         slots = torch.cat([slots, ranks[..., None]], dim=-1)
     glob = torch.rand(batch, hparams.global_features, generator=generator)
-    return slots * present[..., None], glob, present
+    return Tokens(slots * present[..., None], glob, present)
 
 
 def best_milliseconds(call: Callable[[], object], calls: int, repeats: int) -> float:
@@ -97,10 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with torch.inference_mode():
         for batch in batches:
             tokens = random_tokens(members[0].hparams, batch)
-            one = best_milliseconds(lambda: members[0].act(*tokens), args.calls, args.repeats)
-            one_by_one = best_milliseconds(lambda: [member.act(*tokens) for member in members], args.calls,
+            one = best_milliseconds(lambda: members[0].act(tokens), args.calls, args.repeats)
+            one_by_one = best_milliseconds(lambda: [member.act(tokens) for member in members], args.calls,
                                            args.repeats)
-            grouped = best_milliseconds(lambda: ensemble.act(*tokens), args.calls, args.repeats)
+            grouped = best_milliseconds(lambda: ensemble.act(tokens), args.calls, args.repeats)
             lines.append(f"{batch:>5} {one:>10.2f} {one_by_one:>19.2f} {grouped:>18.2f}")
             print(lines[-1], flush=True)
     if args.out:

@@ -6,8 +6,8 @@ product of their probabilities), work-conservingly as :meth:`~mara_agents.mat.mo
 members must share the architecture (so they read the same tokens) and the predictor they were trained on.
 
 Independently trained policies disagree where each departs from the shared ranking; summing their
-log-probabilities keeps what they agree on.  On the `val` check of ``docs/learned_allocator.md`` (runs 14–15)
-three members scored 0.45–0.71 points above their mean.
+log-probabilities keeps what they agree on; ``docs/learned_allocator.md`` gives the ensembles' scores on the
+``val`` check beside their members'.
 
 Each member encodes on its own; the decoder rows of all members run together over their stacked weights
 (:mod:`~mara_agents.mat.grouped`), which costs about one member's operations instead of E times them.  The
@@ -30,6 +30,7 @@ from mara_agents.allocators.mat import MATPolicy
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.grouped import GroupedNodeDecoder, StackedDecoderWeights
 from mara_agents.mat.model import MATModel, NodeDecoder, decode_nodes, greedy_choice
+from mara_agents.mat.tokens import Tokens
 from mara_agents.predictors.demand import make_demand
 
 
@@ -48,18 +49,19 @@ class MATEnsemble(nn.Module):
         self.stacked = StackedDecoderWeights(members)
 
     @torch.no_grad()
-    def act(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,
+    def act(self, tokens: Tokens,
             generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(actions (B, M), the ensemble's log-probs of them (B, M), the members' mean values (B, M))."""
         if generator is not None:
             raise ValueError("an ensemble decodes greedily only (sample from one member to train)")
-        starts = [NodeDecoder(member, slots, glob, present) for member in self.members]
+        starts = [NodeDecoder(member, tokens) for member in self.members]
         decoder = GroupedNodeDecoder(self.stacked, starts)
 
         def summed(node: int, legal: torch.Tensor) -> torch.Tensor:
             return decoder.log_probs(node, legal).sum(0)
 
-        actions, log_probs = decode_nodes(summed, decoder.advance, present, self.hparams.num_nodes, greedy_choice)
+        actions, log_probs = decode_nodes(summed, decoder.advance, tokens.present, self.hparams.num_nodes,
+                                          greedy_choice)
         values = torch.stack([member.values(start.memory) for member, start in zip(self.members, starts)])
         return actions, log_probs, values.mean(0)
 

@@ -25,15 +25,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from gymnasium.utils import seeding
 from torch import nn
 
 from mara_agents.config_cli import check_integers
-from mara_agents.mat.experts import PrivilegedObservation, PrivilegedSlackExpert
-from mara_agents.mat.model import MATModel, token_tensors
-from mara_agents.mat.tokens import build_tokens
+from mara_agents.mat.experts import TRUE_REMAINING, PrivilegedSlackExpert, vector_true_remaining
+from mara_agents.mat.model import MATModel
+from mara_agents.mat.tokens import Tokens, mat_inputs
 from mara_agents.predictors.demand import Demand
+from mara_agents.runner import Lockstep, make_vector_env, sub_observation
 from mara_env.config import MARAConfig
-from mara_env.gym_env import MARAEnv
+from mara_env.engine import EpisodeSource, load_sources
+from mara_env.workload import Episode
 
 
 @dataclass(frozen=True)
@@ -85,59 +88,77 @@ def environment_configs(base: MARAConfig, settings: ImitationSettings, num_envs:
 
 @dataclass
 class LabelledStates:
-    """The aggregated data set: student inputs (tokens) and the expert's joint actions."""
+    """The aggregated data set: student inputs (tokens) and the expert's joint actions, in chunks of states."""
 
-    slots: list[np.ndarray] = field(default_factory=list)
-    glob: list[np.ndarray] = field(default_factory=list)
-    present: list[np.ndarray] = field(default_factory=list)
+    tokens: list[Tokens] = field(default_factory=list)
     actions: list[np.ndarray] = field(default_factory=list)
 
     def __len__(self) -> int:
         return sum(len(a) for a in self.actions)
 
-    def tensors(self, device: torch.device) -> tuple[torch.Tensor, ...]:
-        """(slots, glob, present, actions) of every state so far, on ``device``."""
-        return tuple(torch.as_tensor(np.concatenate(part), device=device)
-                     for part in (self.slots, self.glob, self.present, self.actions))
+    def add(self, tokens: Tokens, actions: np.ndarray) -> None:
+        """Append states (tensor tokens, kept on the CPU) and their expert actions (B, M)."""
+        self.tokens.append(tokens.to("cpu"))
+        self.actions.append(actions)
+
+    def tensors(self, device: torch.device) -> tuple[Tokens, torch.Tensor]:
+        """(tokens, actions) of every state so far, on ``device``."""
+        tokens = Tokens(*(torch.cat(parts) for parts in zip(*self.tokens))).to(device)
+        return tokens, torch.as_tensor(np.concatenate(self.actions), device=device)
 
 
 class ExpertRollout:
-    """N privileged environments (one per config); plays and labels states for DAgger."""
+    """N DAgger environments (one per config) played by the one play loop (:class:`~mara_agents.runner.Lockstep`)
+    on one native vector env; plays and labels states.
+
+    The configs may differ only in what draws the episodes (task set and arrival load): each sub-env's episodes
+    come from its own config's source and seed, so it plays what a single env of that config seeded alike would.
+    """
 
     def __init__(self, configs: list[MARAConfig], demand: Demand, seed: int, device: torch.device):
-        self.envs = [PrivilegedObservation(MARAEnv(config=config)) for config in configs]
+        base = configs[0]
+        if any(config.replace(task_set=base.task_set, arrival_prob=base.arrival_prob) != base for config in configs):
+            raise ValueError("configs: the DAgger environments may differ only in task_set and arrival_prob")
+        _, bank, _ = load_sources(base)
+        self.sources = [EpisodeSource(config, bank, None) for config in configs]
+        self.rngs = [seeding.np_random(int(s))[0] for s in np.random.SeedSequence(seed).generate_state(len(configs))]
+        self.loop = Lockstep(make_vector_env(len(configs), config=base),
+                             options={"episode": self._draw(np.ones(len(configs), dtype=bool))},
+                             restart=lambda ended: {"episode": self._draw(ended)})
         self.demand = demand
         self.device = device
         self.expert = PrivilegedSlackExpert()
-        seeds = np.random.SeedSequence(seed).generate_state(len(configs))
-        self.observations = [env.reset(seed=int(s))[0] for env, s in zip(self.envs, seeds)]
-        self.num_nodes = configs[0].num_nodes
+        self.num_nodes = base.num_nodes
         self.finished: list[float] = []  # success rates of episodes ended since the last drain
+
+    def _draw(self, rows: np.ndarray) -> list[Episode | None]:
+        """Each sub-env's next episode where ``rows`` is True (None elsewhere: not read)."""
+        return [source.next(rng, None) if row else None for source, rng, row in zip(self.sources, self.rngs, rows)]
+
+    def labels(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        """The expert's joint actions (N, M) for the current observations, told each slot's true remaining batches."""
+        remaining = vector_true_remaining(self.loop.env)
+        return self.expert.act_batch([{**sub_observation(observation, row), TRUE_REMAINING: remaining[row]}
+                                      for row in range(len(remaining))])
 
     @torch.no_grad()
     def collect(self, model: MATModel, vector_steps: int, beta: float, rng: np.random.Generator,
                 data: LabelledStates) -> None:
         """Play ``vector_steps`` steps, each env acting with the expert with probability ``beta``; append the
         contended states with the expert's labels to ``data``."""
-        for _ in range(vector_steps):
-            stacked, predicted = self.demand.stacked(self.observations)
-            tokens = build_tokens(stacked, predicted, with_slack_ranks=model.hparams.slack_prior)
-            labels = self.expert.act_batch(self.observations)
-            actions = labels
-            use_student = rng.random(len(self.envs)) >= beta
+        def decide(observation: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
+            tokens = mat_inputs(observation, self.demand, model.hparams.slack_prior, self.device)
+            labels = actions = self.labels(observation)
+            use_student = rng.random(len(rows)) >= beta
             if use_student.any():
-                student, _, _ = model.act(*token_tensors(tokens, self.device))
+                student, _, _ = model.act(tokens)
                 actions = np.where(use_student[:, None], student.cpu().numpy(), labels)
-            contended = tokens.present.sum(-1) > self.num_nodes
-            for part, value in zip((data.slots, data.glob, data.present, data.actions),
-                                   (tokens.slots, tokens.glob, tokens.present, labels)):
-                part.append(value[contended])
-            for i, (env, action) in enumerate(zip(self.envs, actions)):
-                observation, _, terminated, _, info = env.step(action)
-                if terminated:
-                    self.finished.append(info["episode_metrics"]["success_rate"])
-                    observation, _ = env.reset()
-                self.observations[i] = observation
+            contended = (tokens.present.sum(-1) > self.num_nodes).cpu().numpy()
+            data.add(tokens.select(contended), labels[contended])
+            return actions
+
+        played = self.loop.play(decide, vector_steps)
+        self.finished += [record["success_rate"] for _, record in played.ended]
 
     def drain_finished(self) -> list[float]:
         """Success rates of the episodes that ended since the last call."""
@@ -145,24 +166,23 @@ class ExpertRollout:
         return finished
 
 
-def imitation_loss(model: MATModel, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,
-                   actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def imitation_loss(model: MATModel, tokens: Tokens, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean over states of −log π(expert joint action), fraction of node choices the student gives p > 0.5)."""
-    log_probs, _, _ = model.evaluate(slots, glob, present, actions)
+    log_probs, _, _ = model.evaluate(tokens, actions)
     return -log_probs.sum(-1).mean(), (log_probs > np.log(0.5)).float().mean()
 
 
 def fit(model: MATModel, optimizer: torch.optim.Optimizer, data: LabelledStates, settings: ImitationSettings,
         generator: torch.Generator, device: torch.device) -> dict[str, float]:
     """``bc_epochs`` shuffled passes over the aggregated data; returns the mean loss and agreement."""
-    slots, glob, present, actions = data.tensors(device)
+    tokens, actions = data.tensors(device)
     model.train()
     totals, batches = np.zeros(2), 0
     for _ in range(settings.bc_epochs):
         order = torch.randperm(len(actions), generator=generator).to(device)
         for start in range(0, len(order), settings.bc_batch):
             rows = order[start:start + settings.bc_batch]
-            loss, agreement = imitation_loss(model, slots[rows], glob[rows], present[rows], actions[rows])
+            loss, agreement = imitation_loss(model, tokens.select(rows), actions[rows])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), settings.bc_grad_norm)

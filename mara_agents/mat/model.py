@@ -14,8 +14,8 @@
 * **FM-slack prior** (ours, off by default) — with ``slack_prior`` every node's pointer logits get
   −scale · (the slot's rank in FM-slack's order), idle ranked last, with ``scale`` learned from 3.0.  An
   untrained model then serves what FM-slack serves (``tests/agents/test_slack_prior.py``), and imitation
-  moves it only where the expert's labels keep disagreeing with that order (``docs/learned_allocator.md``,
-  runs 8–10).  The ranks come as the tokens' last column and are not features.
+  moves it only where the expert's labels keep disagreeing with that order (``docs/learned_allocator.md``).
+  The ranks come as the tokens' last column and are not features.
 
 Teacher forcing (training) runs the decoder over all M positions at once under a causal mask; sequential
 decoding (rollout, evaluation) computes one row per node and caches the earlier rows' keys and values.
@@ -194,10 +194,11 @@ class MATModel(nn.Module):
         self.register_buffer("causal", torch.tril(torch.ones(m, m, dtype=torch.bool)), persistent=False)
 
     # ------------------------------------------------------------------ encoder
-    def encode(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+    def encode(self, tokens: Tokens) -> torch.Tensor:
         """(B, 1 + K, D): the global token followed by the slot tokens, after the encoder blocks."""
-        tokens = torch.cat([self.global_in(glob)[:, None], self.slot_in(self.slot_features(slots))], dim=1)
-        return run_encoder(self.encoder, self.encoder_norm, tokens, present)
+        embedded = torch.cat([self.global_in(tokens.glob)[:, None], self.slot_in(self.slot_features(tokens.slots))],
+                             dim=1)
+        return run_encoder(self.encoder, self.encoder_norm, embedded, tokens.present)
 
     def slot_features(self, slots: torch.Tensor) -> torch.Tensor:
         """The slot features the encoder reads: without the FM-slack rank column when the model has one."""
@@ -254,40 +255,37 @@ class MATModel(nn.Module):
 
     # ------------------------------------------------------------------ policy
     @torch.no_grad()
-    def act(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,
+    def act(self, tokens: Tokens,
             generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sequential decoding: (actions (B, M), log-probs (B, M), values (B, M)).
+        """Sequential decoding of tensor ``tokens``: (actions (B, M), log-probs (B, M), values (B, M)).
 
         Node i samples from ``generator`` under the mask of empty slots and slots taken by nodes < i, or,
         with ``generator=None``, decodes greedily and *work-conservingly*: it takes its most likely legal slot
         whenever one is left, and idles only when none is.  Serving costs nothing in the simulator, so an idle
         node beside a waiting task cannot help that step; yet a greedy rule that lets idle win (arg-max over
-        {idle, slot 1..K}, or "serve iff P(serve) > 0.5") idled nodes next to waiting warm-up or
-        FM-feasible tasks on up to 6 % of the steps for one training seed.  Measured on ``val`` check workloads, the
-        work-conserving rule scored higher on the mixture for every one of nine MARA seeds (mean 62.46 against
-        61.47 %, stress unchanged at 65 %); see ``mara_agents/checkpoints/README.md``.  Sampling keeps idle as a
-        choice, so training and its log-probabilities are unchanged.
+        {idle, slot 1..K}, or "serve iff P(serve) > 0.5") idles nodes next to waiting warm-up or FM-feasible
+        tasks, and scores lower on the ``val`` check workloads (``mara_agents/checkpoints/README.md``).  Sampling keeps
+        idle as a choice, so training and its log-probabilities are unchanged.
 
         The encoder's keys and values, the pointer keys and the earlier nodes' self-attention keys/values
         are computed once and reused (a key/value cache), so node i costs one decoder row, not i + 1; the
         result is row i of :meth:`logits` to float round-off (``tests/agents/test_mat_model.py``).
         """
-        decoder = NodeDecoder(self, slots, glob, present)
+        decoder = NodeDecoder(self, tokens)
 
         def sampled(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
             return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)[:, 0]
 
-        actions, log_probs = decode_nodes(decoder.logits, decoder.advance, present, self.hparams.num_nodes,
+        actions, log_probs = decode_nodes(decoder.logits, decoder.advance, tokens.present, self.hparams.num_nodes,
                                           greedy_choice if generator is None else sampled)
         return actions, log_probs, self.values(decoder.memory)
 
-    def evaluate(self, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor,
-                 actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Teacher forcing: (log-probs (B, M), entropies (B, M), values (B, M)) of stored joint actions,
-        under masks rebuilt from the actions by an exclusive prefix sum."""
-        memory = self.encode(slots, glob, present)
-        logits = masked(self.logits(memory, present, actions, self.slack_prior(slots)),
-                        teacher_forced_masks(present, actions))
+    def evaluate(self, tokens: Tokens, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Teacher forcing: (log-probs (B, M), entropies (B, M), values (B, M)) of stored joint actions given
+        tensor ``tokens``, under masks rebuilt from the actions by an exclusive prefix sum."""
+        memory = self.encode(tokens)
+        logits = masked(self.logits(memory, tokens.present, actions, self.slack_prior(tokens.slots)),
+                        teacher_forced_masks(tokens.present, actions))
         log_p = torch.log_softmax(logits, -1)
         # Illegal entries have p = 0 and log p = −inf; zeroing log p there keeps 0·log 0 = 0 in value and gradient.
         entropy = -(log_p.exp() * log_p.masked_fill(log_p.isinf(), 0.0)).sum(-1)
@@ -299,15 +297,15 @@ class NodeDecoder:
     for cross-attention, the pointer keys and the earlier nodes' self-attention keys/values are computed once
     and reused (a key/value cache), so node i costs one decoder row."""
 
-    def __init__(self, model: MATModel, slots: torch.Tensor, glob: torch.Tensor, present: torch.Tensor):
+    def __init__(self, model: MATModel, tokens: Tokens):
         self.model = model
-        self.memory = model.encode(slots, glob, present)
-        self.prior = model.slack_prior(slots)
-        self.visible = model.visible(present)
+        self.memory = model.encode(tokens)
+        self.prior = model.slack_prior(tokens.slots)
+        self.visible = model.visible(tokens.present)
         self.memory_kv = [block.cross_attn.keys_values(self.memory) for block in model.decoder]
         self.past: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in model.decoder]
         self.slot_keys = model.pointer_key(self.memory[:, 1:])
-        self.previous = model.start.expand(slots.shape[0], 1, -1)
+        self.previous = model.start.expand(tokens.slots.shape[0], 1, -1)
 
     def logits(self, node: int, legal: torch.Tensor) -> torch.Tensor:
         """(B, K + 1) logits of ``node`` under the ``legal`` mask, given the choices advanced so far."""
@@ -353,9 +351,3 @@ def masked(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
     """Logits with illegal choices set to −inf: probability exactly 0 whatever the legal logits are (a
     finite "large negative" would beat legal logits below it).  Idle is always legal, so no row is all −inf."""
     return logits.masked_fill(~legal, float("-inf"))
-
-
-def token_tensors(tokens: Tokens, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(slots, glob, present) of :func:`~mara_agents.mat.tokens.build_tokens` as tensors on ``device``."""
-    return (torch.as_tensor(tokens.slots, device=device), torch.as_tensor(tokens.glob, device=device),
-            torch.as_tensor(tokens.present, device=device))

@@ -20,6 +20,7 @@ from torch import nn
 from mara_agents.config_cli import check_integers, check_range
 from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
+from mara_agents.mat.tokens import Tokens
 
 
 class ValueNorm(nn.Module):
@@ -186,9 +187,10 @@ def ppo_loss(model: MATModel, batch: Rollout, value_norm: ValueNorm, settings: P
     ``batch.privileged``.  ``critic_only``: c_v·L_V alone, for fitting a critic before the policy may move;
     otherwise Eq. 12, plus ``kl_weight``·:func:`reference_kl` when ``kl_weight`` > 0.
     """
-    log_probs, entropy, values = model.evaluate(batch.slots, batch.glob, batch.present, batch.actions)
+    tokens = Tokens(batch.slots, batch.glob, batch.present)
+    log_probs, entropy, values = model.evaluate(tokens, batch.actions)
     if critic is not None:
-        values = critic(batch.slots, batch.glob, batch.present, batch.privileged)
+        values = critic(tokens, batch.privileged)
     advantages = (batch.advantages - batch.advantages.mean()) / (batch.advantages.std() + 1e-8)
     l_clip, ratio = clipped_surrogate(log_probs, batch.log_probs, advantages, settings.clip)
     l_value = value_loss(values, value_norm.normalise(batch.returns))

@@ -11,19 +11,21 @@ admitted task look more hopeless than a task that truly cannot finish but whose 
 below its target, and a policy that ranks tasks by slack may never probe it: in the stress test (§5.4) new
 tasks starved while the early tasks held all seven nodes.  So a slot's :data:`ESTIMATE_FEATURES` are 0 until
 its task has ``MIN_OBSERVATIONS`` observations (the predictor's own readiness rule), the usual encoding of a
-missing value beside its indicator (``warmup`` < 1).  Adopted after a test on `val` curves only
-(``mara_agents/checkpoints/README.md``, "Why a new task shows no demand estimate").
+missing value beside its indicator (``warmup`` < 1); ``mara_agents/checkpoints/README.md`` ("Why a new task
+shows no demand estimate") has the check behind it, on `val` curves only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import torch
 
 from mara_agents.allocators.slack import slack_order
 from mara_agents.predictors.base import MIN_OBSERVATIONS
+from mara_agents.predictors.demand import Demand
 from mara_env.config import MARAConfig
 from mara_env.features import NUM_GLOBAL_FEATURES, TASK_FEATURE_INDEX
 
@@ -58,11 +60,23 @@ NUM_GLOBAL_TOKEN_FEATURES = NUM_GLOBAL_FEATURES
 
 
 class Tokens(NamedTuple):
-    """MAT inputs: ``slots`` (..., K, NUM_SLOT_FEATURES), ``glob`` (..., G), ``present`` (..., K) bool."""
+    """MAT inputs: ``slots`` (..., K, NUM_SLOT_FEATURES), ``glob`` (..., G), ``present`` (..., K) bool.
 
-    slots: np.ndarray
-    glob: np.ndarray
-    present: np.ndarray
+    The one type the model's ``act`` and ``evaluate``, the privileged critic and the training batches take:
+    NumPy arrays as :func:`build_tokens` makes them, tensors after :meth:`to`.
+    """
+
+    slots: Any
+    glob: Any
+    present: Any
+
+    def to(self, device: torch.device | str) -> Tokens:
+        """The same tokens as tensors on ``device``."""
+        return Tokens(*(torch.as_tensor(part, device=device) for part in self))
+
+    def select(self, rows: Any) -> Tokens:
+        """The tokens of the given rows (an index, a slice or a boolean mask over the leading axis)."""
+        return Tokens(*(part[rows] for part in self))
 
 
 def slack_ranks(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
@@ -115,3 +129,11 @@ def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, w
     if with_slack_ranks:
         slots = np.concatenate([slots, slack_ranks(observation, predicted)[..., None]], axis=-1)
     return Tokens(slots.astype(np.float32), glob, present)
+
+
+def mat_inputs(observation: Mapping[str, np.ndarray], demand: Demand, with_slack_ranks: bool,
+               device: torch.device | str) -> Tokens:
+    """MAT's inputs for a stack of N observations: the demand stage's estimates (one batched predictor call), the
+    tokens, as tensors on ``device``.  The one path from observation to policy: evaluation, PPO rollouts and
+    imitation all take it."""
+    return build_tokens(observation, demand(observation), with_slack_ranks).to(device)

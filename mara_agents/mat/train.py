@@ -53,6 +53,7 @@ from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import Rollout, ValueNorm, gae, ppo_update
 from mara_agents.mat.rollout import VectorRollout
+from mara_agents.mat.tokens import Tokens
 from mara_agents.mat.validation import validation_score, validation_workload
 from mara_agents.predictors.demand import Demand, make_demand
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
@@ -244,7 +245,7 @@ def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
     if reference is None:
         return batch
     with torch.no_grad():
-        reference_log_probs = reference.evaluate(batch.slots, batch.glob, batch.present, batch.actions)[0]
+        reference_log_probs = reference.evaluate(Tokens(batch.slots, batch.glob, batch.present), batch.actions)[0]
     return dataclasses.replace(batch, reference_log_probs=reference_log_probs)
 
 

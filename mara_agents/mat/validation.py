@@ -109,8 +109,8 @@ def _target_policy(target: str, verify: bool = True) -> Policy:
     return load_mat_policy(target, verify=verify) if len(paths) == 1 else load_mat_ensemble(paths, verify=verify)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Print one row of check scores per target."""
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The check's command line; a bad value exits with status 2 and one line naming it."""
     parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.validation",
                                      description="Score MAT checkpoints (or registered methods) on check workloads "
                                                  "drawn from val curves; no test curve is touched.")
@@ -143,6 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown task set {args.task_set!r}; choose one of {sorted(TASK_SETS)}")
     if args.seed_base == VALIDATION_SEED:
         parser.error(f"--seed-base {VALIDATION_SEED} draws the episodes training selects checkpoints on; pick another")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print one row of check scores per target."""
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     directory = Path(args.dir)
     directory.mkdir(parents=True, exist_ok=True)

@@ -61,17 +61,18 @@ def test_only_contended_rows_are_decided_and_every_row_serves_what_the_full_deci
     occupied = np.array([(observation["tasks"][:, PRESENT] > 0).sum() for observation in observations])
     assert (occupied > num_nodes).any() and ((occupied > 0) & (occupied <= num_nodes)).any()
     asked = []
-    policy.demand.stacked = spy(policy.demand.stacked, asked)
+    policy.demand.memo.predict = spy(policy.demand.memo.predict, asked, slots=observations[0]["history_len"].size)
     shortcut = policy.act_batch(observations)
     assert asked == [int((occupied > num_nodes).sum())]  # one predictor call, for the contended rows only
     for ours, full in zip(shortcut, full_decision(observations)):
         assert sorted(ours[ours > 0].tolist()) == sorted(full[full > 0].tolist())
 
 
-def spy(stacked, asked):
-    def counted(observations):
-        asked.append(len(observations))
-        return stacked(observations)
+def spy(predict, asked, slots):
+    """``predict`` that records how many observations (``slots`` query rows each) every call asked about."""
+    def counted(query):
+        asked.append(len(query.length) // slots)
+        return predict(query)
     return counted
 
 

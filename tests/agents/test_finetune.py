@@ -11,6 +11,7 @@ import torch
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.ppo import PPOSettings, Rollout, ValueNorm, ppo_loss, ppo_update
+from mara_agents.mat.tokens import Tokens
 from mara_agents.mat.train import train
 
 from conftest import tiny_config
@@ -19,7 +20,7 @@ from test_ppo import tiny_batch
 
 def policy_logits(model: MATModel, batch: Rollout) -> torch.Tensor:
     with torch.no_grad():
-        return model.evaluate(batch.slots, batch.glob, batch.present, batch.actions)[0]
+        return model.evaluate(Tokens(batch.slots, batch.glob, batch.present), batch.actions)[0]
 
 
 def test_a_critic_only_update_moves_the_values_and_not_the_policy():
@@ -27,12 +28,12 @@ def test_a_critic_only_update_moves_the_values_and_not_the_policy():
     model = MATModel(MATHyperParameters(dim=32))
     batch, norm = tiny_batch(model), ValueNorm()
     before_policy, before_values = policy_logits(model, batch), model.values(model.encode(
-        batch.slots, batch.glob, batch.present)).detach()
+        Tokens(batch.slots, batch.glob, batch.present))).detach()
     critic = torch.optim.Adam(model.value_head.parameters(), lr=1e-2)
     ppo_update(model, critic, batch, norm, PPOSettings(epochs=2, minibatches=1), torch.Generator().manual_seed(0),
                critic_only=True)
     assert torch.equal(policy_logits(model, batch), before_policy)
-    after_values = model.values(model.encode(batch.slots, batch.glob, batch.present)).detach()
+    after_values = model.values(model.encode(Tokens(batch.slots, batch.glob, batch.present))).detach()
     assert not torch.allclose(after_values, before_values)
 
 

@@ -86,13 +86,32 @@ def test_dagger_keeps_only_contended_states_labelled_by_the_expert(bank_dir):
     data = LabelledStates()
     model = MATModel(MATHyperParameters(dim=16))
     rollout.collect(model, 60, beta=0.5, rng=np.random.default_rng(0), data=data)
-    slots, glob, present, actions = data.tensors(torch.device("cpu"))
+    (slots, glob, present), actions = data.tensors(torch.device("cpu"))
     assert len(data) == len(actions) > 0
     assert (present.sum(-1) > config.num_nodes).all()
     # A contended state's expert label serves every node, each on a distinct occupied slot.
     assert (actions > 0).all()
     assert all(len(set(row)) == config.num_nodes for row in actions.tolist())
     assert present.gather(1, actions - 1).all()
+
+
+def test_each_dagger_environment_plays_and_is_labelled_as_a_single_env_of_its_config(bank_dir):
+    configs = environment_configs(MARAConfig(bank=str(bank_dir)), ImitationSettings(load_low=BUSY, load_high=0.4,
+                                                                                    stress_envs=1), 3)
+    rollout = ExpertRollout(configs, make_demand("wls"), seed=4, device=torch.device("cpu"))
+    seeds = np.random.SeedSequence(4).generate_state(len(configs))
+    singles = [PrivilegedObservation(MARAEnv(config=config)) for config in configs]
+    observations = [env.reset(seed=int(seed))[0] for env, seed in zip(singles, seeds)]
+    expert = PrivilegedSlackExpert()
+    for _ in range(40):
+        labels = rollout.labels(rollout.loop.observation)
+        for row, (env, observation) in enumerate(zip(singles, observations)):
+            for key in rollout.loop.observation:
+                np.testing.assert_array_equal(rollout.loop.observation[key][row], observation[key], err_msg=key)
+            np.testing.assert_array_equal(labels[row], expert.act(observation))
+            observations[row] = env.step(labels[row])[0]
+        rollout.loop.play(lambda observation, rows: labels, steps=1)
+    assert len({tuple(label) for label in labels.tolist()}) > 1  # the environments differ
 
 
 def test_fitting_the_expert_raises_the_likelihood_of_its_actions(bank_dir):

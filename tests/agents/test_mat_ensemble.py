@@ -19,6 +19,7 @@ from mara_agents.mat import decode_bench
 from mara_agents.mat.ensemble import MATEnsemble, load_mat_ensemble
 from mara_agents.mat.masks import teacher_forced_masks
 from mara_agents.mat.model import MATHyperParameters, MATModel, masked
+from mara_agents.mat.tokens import Tokens
 
 from test_mat_model import is_matching, random_inputs
 
@@ -33,9 +34,9 @@ def members(count: int, **hparams: object) -> list[MATModel]:
 
 def test_a_one_member_ensemble_decodes_exactly_as_its_member():
     model = members(1)[0]
-    slots, glob, present = random_inputs(64, seed=1)
-    alone = model.act(slots, glob, present)
-    together = MATEnsemble([model]).act(slots, glob, present)
+    tokens = random_inputs(64, seed=1)
+    alone = model.act(tokens)
+    together = MATEnsemble([model]).act(tokens)
     assert torch.equal(together[0], alone[0])
     assert torch.allclose(together[1], alone[1], atol=1e-6) and torch.equal(together[2], alone[2])
 
@@ -51,18 +52,19 @@ def test_each_node_takes_the_best_legal_slot_of_the_summed_log_probabilities(blo
         slots = torch.cat([slots, ranks.float()[..., None]], dim=-1)
         for model in models:  # a weak prior, so that the members' own logits still disagree
             model.prior_scale.data.fill_(0.1)
-    actions, log_probs, _ = MATEnsemble(models).act(slots, glob, present)
+    tokens = Tokens(slots, glob, present)
+    actions, log_probs, _ = MATEnsemble(models).act(tokens)
     assert all(is_matching(a, p) for a, p in zip(actions.numpy(), present.numpy()))
     legal = teacher_forced_masks(present, actions)
     with torch.no_grad():
-        total = sum(torch.log_softmax(masked(model.logits(model.encode(slots, glob, present), present, actions,
+        total = sum(torch.log_softmax(masked(model.logits(model.encode(tokens), present, actions,
                                                           model.slack_prior(slots)), legal), -1) for model in models)
     slot_left = legal[..., 1:].any(-1)
     expected = torch.where(slot_left, total[..., 1:].argmax(-1) + 1, 0)
     assert torch.equal(actions, expected)
     product = torch.log_softmax(total, -1)  # the ensemble's policy: the members' normalised product
     assert torch.allclose(log_probs, product.gather(-1, actions[..., None])[..., 0], atol=1e-5, rtol=0)
-    singles = [model.act(slots, glob, present)[0] for model in models]
+    singles = [model.act(tokens)[0] for model in models]
     assert any(not torch.equal(actions, single) for single in singles)  # the members disagree somewhere
 
 
@@ -71,9 +73,8 @@ def test_members_of_different_shapes_and_sampling_are_refused():
         MATEnsemble([MATModel(MATHyperParameters()), MATModel(MATHyperParameters(dim=32))])
     with pytest.raises(ValueError, match="at least one member"):
         MATEnsemble([])
-    slots, glob, present = random_inputs(4, seed=3)
     with pytest.raises(ValueError, match="greedily only"):
-        MATEnsemble(members(2)).act(slots, glob, present, generator=torch.Generator())
+        MATEnsemble(members(2)).act(random_inputs(4, seed=3), generator=torch.Generator())
 
 
 def test_exported_members_load_as_one_policy_that_plays_an_episode(bank_dir, tmp_path):

@@ -10,17 +10,17 @@ from hypothesis import strategies as st
 
 from mara_agents.mat.masks import taken_before, teacher_forced_masks
 from mara_agents.mat.model import MATHyperParameters, MATModel
-from mara_agents.mat.tokens import ESTIMATE_FEATURES, NUM_SLOT_FEATURES, SLOT_FEATURES, build_tokens
+from mara_agents.mat.tokens import ESTIMATE_FEATURES, NUM_SLOT_FEATURES, SLOT_FEATURES, Tokens, build_tokens
 from mara_env.features import TASK_FEATURE_INDEX
 
 M, K = 7, 10
 
 
-def random_inputs(batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def random_inputs(batch: int, seed: int) -> Tokens:
     g = torch.Generator().manual_seed(seed)
     present = torch.rand(batch, K, generator=g) < torch.rand(batch, 1, generator=g)
     slots = torch.randn(batch, K, NUM_SLOT_FEATURES, generator=g) * present[..., None]
-    return slots, torch.rand(batch, 4, generator=g), present
+    return Tokens(slots, torch.rand(batch, 4, generator=g), present)
 
 
 def is_matching(actions: np.ndarray, present: np.ndarray) -> bool:
@@ -55,7 +55,7 @@ def test_masks_guarantee_a_matching_for_any_logits(logits, present, greedy):
     present_t = torch.tensor([present])
     slots = torch.zeros(1, K, NUM_SLOT_FEATURES)
     generator = None if greedy else torch.Generator().manual_seed(0)
-    actions, log_probs, _ = model.act(slots, torch.zeros(1, 4), present_t, generator=generator)
+    actions, log_probs, _ = model.act(Tokens(slots, torch.zeros(1, 4), present_t), generator=generator)
     assert is_matching(actions[0].numpy(), np.array(present))
     assert torch.isfinite(log_probs).all()
 
@@ -91,8 +91,9 @@ def test_sequential_and_teacher_forced_log_probs_agree(greedy, blocks, heads, pr
     if prior:  # the rank column: a random order of each row's slots
         slots = torch.cat([slots, torch.argsort(torch.rand(64, K), dim=-1).float()[..., None]], dim=-1)
     generator = None if greedy else torch.Generator().manual_seed(2)
-    actions, log_probs, values = model.act(slots, glob, present, generator=generator)
-    replayed, entropy, replayed_values = model.evaluate(slots, glob, present, actions)
+    tokens = Tokens(slots, glob, present)
+    actions, log_probs, values = model.act(tokens, generator=generator)
+    replayed, entropy, replayed_values = model.evaluate(tokens, actions)
     # The cached and the teacher-forced passes sum in different orders: a few float32 ulps apart (about 2e-6
     # at log-probabilities near -2.6 on some CPUs), while a wrong mask or cache is off by 1e-3 or more.
     assert torch.allclose(log_probs, replayed, atol=1e-5, rtol=0)
@@ -104,7 +105,7 @@ def test_sequential_and_teacher_forced_log_probs_agree(greedy, blocks, heads, pr
 def test_an_empty_observation_gives_all_idle_and_finite_values():
     model = MATModel(MATHyperParameters())
     slots, glob, present = torch.zeros(3, K, NUM_SLOT_FEATURES), torch.rand(3, 4), torch.zeros(3, K, dtype=torch.bool)
-    actions, log_probs, values = model.act(slots, glob, present, generator=torch.Generator().manual_seed(0))
+    actions, log_probs, values = model.act(Tokens(slots, glob, present), generator=torch.Generator().manual_seed(0))
     assert actions.eq(0).all() and log_probs.abs().max() < 1e-6 and torch.isfinite(values).all()
 
 
@@ -143,5 +144,5 @@ def test_greedy_decoding_is_work_conserving():
     row = torch.log(torch.tensor([0.9, 0.01, 0.03, 0.02, 0.04] + [1e-9] * (K - 4)))
     model.fixed = row.expand(1, M, K + 1).clone()
     present = torch.tensor([[True] * 4 + [False] * (K - 4)])
-    actions, _, _ = model.act(torch.zeros(1, K, NUM_SLOT_FEATURES), torch.zeros(1, 4), present)
+    actions, _, _ = model.act(Tokens(torch.zeros(1, K, NUM_SLOT_FEATURES), torch.zeros(1, 4), present))
     assert actions[0].tolist() == [4, 2, 3, 1, 0, 0, 0]

@@ -7,7 +7,7 @@ import torch
 
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.ppo import PPOSettings, Rollout, ValueNorm, gae, ppo_loss, ppo_update
-from mara_agents.mat.tokens import NUM_SLOT_FEATURES
+from mara_agents.mat.tokens import NUM_SLOT_FEATURES, Tokens
 
 
 def test_gae_with_lambda_one_and_gamma_one_is_reward_to_go_minus_value():
@@ -39,7 +39,7 @@ def tiny_batch(model: MATModel, n: int = 64) -> Rollout:
     present = torch.rand(n, 10, generator=g) < 0.6
     slots = torch.randn(n, 10, NUM_SLOT_FEATURES, generator=g) * present[..., None]
     glob = torch.rand(n, 4, generator=g)
-    actions, log_probs, _ = model.act(slots, glob, present, generator=torch.Generator().manual_seed(1))
+    actions, log_probs, _ = model.act(Tokens(slots, glob, present), generator=torch.Generator().manual_seed(1))
     return Rollout(slots, glob, present, actions, log_probs, values=torch.zeros(n), rewards=torch.zeros(n),
                    dones=torch.zeros(n), advantages=torch.randn(n, generator=g),
                    returns=torch.randn(n, generator=g) * 3 + 1, reference_log_probs=log_probs.clone())

@@ -17,6 +17,7 @@ from mara_agents.mat.experts import vector_true_remaining
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.ppo import PPOSettings, ValueNorm, ppo_update
 from mara_agents.mat.rollout import VectorRollout, make_training_envs
+from mara_agents.mat.tokens import Tokens
 from mara_env.config import MARAConfig
 from mara_env.features import TASK_FEATURE_INDEX
 
@@ -79,14 +80,14 @@ def test_a_critic_only_update_moves_the_privileged_critic_and_nothing_of_the_act
     batch = tiny_batch(model)
     batch = type(batch)(**{**batch.__dict__, "privileged": torch.rand(len(batch), 10, len(PRIVILEGED_FEATURES))})
     actor_before = {name: value.clone() for name, value in model.state_dict().items()}
-    values_before = critic(batch.slots, batch.glob, batch.present, batch.privileged).detach()
+    values_before = critic(Tokens(batch.slots, batch.glob, batch.present), batch.privileged).detach()
     optimizer = torch.optim.Adam(critic.parameters(), lr=1e-2)
     ppo_update(model, optimizer, batch, ValueNorm(), PPOSettings(epochs=2, minibatches=1),
                torch.Generator().manual_seed(0), critic_only=True, critic=critic)
     assert all(torch.equal(value, actor_before[name]) for name, value in model.state_dict().items())
-    values_after = critic(batch.slots, batch.glob, batch.present, batch.privileged).detach()
+    values_after = critic(Tokens(batch.slots, batch.glob, batch.present), batch.privileged).detach()
     assert not torch.allclose(values_after, values_before)
-    changed = critic(batch.slots, batch.glob, batch.present, 1.0 - batch.privileged).detach()
+    changed = critic(Tokens(batch.slots, batch.glob, batch.present), 1.0 - batch.privileged).detach()
     assert not torch.allclose(changed, values_after)  # the privileged inputs reach the value
 
 

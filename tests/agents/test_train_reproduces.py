@@ -17,6 +17,7 @@ from mara_agents.mat.config import MATTrainConfig, parse_config, upgrade_record
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import ValueNorm, gae
 from mara_agents.mat.rollout import VectorRollout
+from mara_agents.mat.tokens import Tokens
 from mara_agents.mat.train import _PATHS, _RESUMABLE_CHANGES, train
 from mara_agents.predictors.demand import make_demand
 
@@ -51,7 +52,8 @@ def ppo_written_out(config: MATTrainConfig) -> MATModel:
             order = torch.randperm(len(actions), generator=shuffler)
             for start in range(0, size * ppo.minibatches, size):
                 rows = order[start:start + size]
-                log_probs, entropy, values = model.evaluate(slots[rows], glob[rows], present[rows], actions[rows])
+                tokens = Tokens(slots[rows], glob[rows], present[rows])
+                log_probs, entropy, values = model.evaluate(tokens, actions[rows])
                 advantage = advantages[rows]
                 advantage = ((advantage - advantage.mean()) / (advantage.std() + 1e-8))[:, None]
                 ratio = torch.exp(log_probs - old[rows])

@@ -4,30 +4,21 @@ import numpy as np
 import pytest
 
 from curves.bank import load_bank
-from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy, RandomPolicy, serve_in_order
-from mara_agents.runner import evaluate_workload
+from mara_agents.allocators.naive import (EDFPolicy, FIFOPolicy, RandomPolicy, present_slots, serve_in_order,
+                                          steps_to_deadline)
+from mara_agents.mat.experts import vector_true_remaining
+from mara_agents.runner import Lockstep, evaluate_workload, make_vector_env, sub_observation
 from mara_env.fixed_workloads import build_workload
-from mara_env.workload import save_workload
+from mara_env.workload import load_workload, save_workload
 
 
-class TrueDemandPolicy:
+def true_demand_action(observation: dict[str, np.ndarray], remaining: np.ndarray) -> np.ndarray:
     """Told the true remaining demand: serve, earliest deadline first, only tasks that can still finish."""
-
-    def __init__(self):
-        self.env = None
-
-    def reset(self):
-        pass
-
-    def act(self, observation):
-        sim = self.env.unwrapped.engine.sim
-        slots = np.flatnonzero(sim.slot_task >= 0)
-        tasks = sim.slot_task[slots]
-        crossing = np.array([np.argmax(np.append(sim.loss_table[k, 1:] <= sim.eps[k], True)) + 1 for k in tasks])
-        left = sim.deadline[tasks] - sim.t
-        feasible = crossing - sim.batches[tasks] <= left
-        order = slots[feasible][np.argsort(left[feasible], kind="stable")]
-        return serve_in_order(order, observation["action_mask"].shape[0])
+    slots = present_slots(observation)
+    left = steps_to_deadline(observation, slots)
+    feasible = remaining[slots] <= left
+    order = slots[feasible][np.argsort(left[feasible], kind="stable")]
+    return serve_in_order(order, observation["action_mask"].shape[0])
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +36,12 @@ def test_fifo_and_edf_complete_nothing_on_stress(bank_dir, stress_file, policy):
 
 
 def test_true_demand_policy_completes_all_13(bank_dir, stress_file):
-    policy = TrueDemandPolicy()
-    rows = evaluate_workload(policy, stress_file, bank=bank_dir,
-                             wrap=lambda env: setattr(policy, "env", env) or env)
-    assert [row["successes"] for row in rows] == [13] * len(rows)
+    episodes = len(load_workload(stress_file, load_bank(bank_dir)).episodes)
+    env = make_vector_env(episodes, bank=str(bank_dir), workload=str(stress_file))
+    loop = Lockstep(env, options={"episode": list(range(episodes))})
+    played = loop.play(lambda observation, rows: np.stack([
+        true_demand_action(sub_observation(observation, row), vector_true_remaining(env)[row]) for row in rows]))
+    assert [record["successes"] for _, record in sorted(played.ended, key=lambda ended: ended[0])] == [13] * episodes
 
 
 @pytest.mark.parametrize("policy", [FIFOPolicy(), EDFPolicy(), RandomPolicy(seed=0)], ids=["fifo", "edf", "random"])

@@ -1,8 +1,4 @@
-"""The library keeps three code standards: short functions, no dead code, figures in docs/ (tools/code_standards.py).
-
-``PENDING_*`` name what other work in progress is fixing; each entry must still be a finding (a fixed one is
-to be deleted from the list), so the lists only shrink, and the standards hold once they are empty.
-"""
+"""The library keeps three code standards: short functions, no dead code, figures in docs/ (tools/code_standards.py)."""
 
 from __future__ import annotations
 
@@ -18,27 +14,14 @@ import code_standards  # noqa: E402
 from code_standards import (LIBRARY, MAX_FUNCTION_LINES, MAX_MEASUREMENT_LINES, long_functions,  # noqa: E402
                             measurement_lines)
 
-# Functions over the limit that are being split elsewhere (path:function).
-PENDING_LONG = {"mara_agents/mat/train.py:train", "mara_agents/mat/validation.py:main"}
-# Files whose lines reporting measurements or run numbers are being rewritten elsewhere.
-PENDING_MEASUREMENTS = {"mara_agents/mat/model.py", "mara_agents/mat/ensemble.py", "mara_agents/allocators/mat.py",
-                        "mara_agents/mat/validation.py"}
-# Dead code vulture reports that is being removed elsewhere (path:name).
-PENDING_DEAD = {"mara_agents/live.py:signum"}
-
 
 def test_no_library_function_is_longer_than_the_limit():
-    found = {f"{f.path}:{f.what.split()[0]}": str(f) for f in long_functions(ROOT)}
-    assert sorted(set(found) - PENDING_LONG) == [], [found[key] for key in sorted(set(found) - PENDING_LONG)]
-    assert sorted(PENDING_LONG - set(found)) == [], "fixed: remove these from PENDING_LONG"
+    assert [str(f) for f in long_functions(ROOT)] == []
 
 
 def test_few_library_lines_report_measurements_run_numbers_or_dates():
-    found = measurement_lines(ROOT)
-    counted = [str(f) for f in found if f.path not in PENDING_MEASUREMENTS]
+    counted = [str(f) for f in measurement_lines(ROOT)]
     assert len(counted) <= MAX_MEASUREMENT_LINES, "\n".join(counted)
-    assert sorted(PENDING_MEASUREMENTS - {f.path for f in found}) == [], \
-        "fixed: remove these from PENDING_MEASUREMENTS"
 
 
 def test_vulture_finds_no_dead_code_in_the_library():
@@ -49,8 +32,7 @@ def test_vulture_finds_no_dead_code_in_the_library():
     found = {f"{Path(item.filename).resolve().relative_to(ROOT).as_posix()}:{item.name}":
              f"{item.filename}:{item.first_lineno}: unused {item.typ} {item.name!r}"
              for item in scan.get_unused_code(min_confidence=80)}
-    assert sorted(set(found) - PENDING_DEAD) == [], [found[key] for key in sorted(set(found) - PENDING_DEAD)]
-    assert sorted(PENDING_DEAD - set(found)) == [], "fixed: remove these from PENDING_DEAD"
+    assert sorted(found) == [], list(found.values())
 
 
 def _library(tmp_path: Path, source: str) -> Path:

@@ -89,15 +89,18 @@ def test_cleanrl_recipe_trains_on_the_native_forecast_vector_env(bank_dir, tmp_p
     # The exported program plays through evaluate.py's adapter: the same logits as the trained agent, greedy
     # masked picks, no conflicts, on the default dict observation.
     from mara_agents.allocators.third_party import make_exported_policy
-    from mara_agents.runner import play_episode
 
     policy = make_exported_policy(tmp_path / "out" / "cleanrl_ppo_seed0_policy.pt2")
     agent = recipe.Agent(404, np.full(7, 11))
     agent.load_state_dict(weights)
     probe = torch.randn(5, 404)
     torch.testing.assert_close(policy.program(probe), recipe.GreedyLogits(agent)(probe), rtol=0, atol=0)
-    metrics = play_episode(gym.make("MARA-v0", bank=str(bank_dir), arrival_window=20), policy, seed=1)
-    assert metrics["conflicts"] == 0 and metrics["steps"] > 0
+    env = gym.make("MARA-v0", bank=str(bank_dir), arrival_window=20)
+    observation, _ = env.reset(seed=1)
+    terminated = False
+    while not terminated:
+        observation, _, terminated, _, info = env.step(policy.act(observation))
+    assert info["episode_metrics"]["conflicts"] == 0 and info["episode_metrics"]["steps"] > 0
 
 
 def test_the_rllib_env_carries_the_forecast_per_node(bank_dir):

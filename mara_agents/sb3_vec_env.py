@@ -82,8 +82,10 @@ class SB3VectorEnv(VecEnv):
             for key, value in info.items():
                 if key.startswith("_") or not info.get(f"_{key}", np.ones(self.num_envs, bool))[row]:
                     continue
-                entry[key] = ({name: float(values[row]) for name, values in value.items() if not name.startswith("_")}
-                              if isinstance(value, dict) else value[row].item())
+                if isinstance(value, dict):
+                    entry[key] = {name: float(values[row]) for name, values in value.items() if not name.startswith("_")}
+                else:  # a NumPy scalar becomes a Python one; an object entry (per-task outcomes) stays as it is
+                    entry[key] = value[row].item() if isinstance(value[row], np.generic) else value[row]
             split.append(entry)
         return split
 

@@ -36,6 +36,7 @@ def test_plays_what_sb3s_dummy_vec_env_plays(bank_dir):
                 ended += 1
                 np.testing.assert_array_equal(got_info["terminal_observation"], expected_info["terminal_observation"])
                 np.testing.assert_equal(got_info["episode_metrics"], expected_info["episode_metrics"])
+                assert got_info["task_outcomes"] == expected_info["task_outcomes"]
                 assert got_info["episode"]["l"] == expected_info["episode"]["l"]
                 assert got_info["TimeLimit.truncated"] == expected_info["TimeLimit.truncated"]
             assert got_info["successes"] == expected_info["successes"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -229,6 +230,10 @@ def test_sigint_and_sigterm_both_stop_a_command_with_130_and_one_line(signum, ca
 
     def body() -> int:
         os.kill(os.getpid(), signum)
+        # The handler runs in the main thread at its next check for signals, which may come a little after
+        # os.kill returns when another thread of the process (torch's, Ray's) took the signal: give it 10 s.
+        for _ in range(1000):
+            time.sleep(0.01)
         raise AssertionError("the signal should have stopped the body")
 
     status = run_command(body, (ValueError,), lambda: "state kept in X")

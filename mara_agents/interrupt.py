@@ -1,7 +1,7 @@
 """How every command of the project stops: SIGINT and SIGTERM alike, with exit status 130 and one line.
 
 A command's body runs under :func:`run_command`: SIGTERM is turned into the ``KeyboardInterrupt`` that SIGINT
-raises, so one ``except KeyboardInterrupt`` (or ``finally``) in the body saves what it can and stops its
+raises (and SIGINT is made to raise it too, whatever handler an imported library left behind), so one ``except KeyboardInterrupt`` (or ``finally``) in the body saves what it can and stops its
 workers for both signals; then the command prints one line saying what was kept and exits with
 :data:`INTERRUPTED` (128 + SIGINT, the shell's status for Ctrl-C).  Errors the command expects from bad input
 (a bad file, a refused setting) are one ``error: …`` line and exit status 2.
@@ -25,11 +25,12 @@ def raise_interrupt(_signum: int, _frame: object) -> None:
 
 def run_command(body: Callable[[], object], errors: tuple[type[BaseException], ...],
                 interrupted: str | Callable[[], str]) -> int:
-    """Run ``body`` with SIGTERM raising ``KeyboardInterrupt``; returns its exit status (0 when it returns
-    anything but an int), 2 after one of ``errors`` (printed as one line), or 130 after SIGINT or SIGTERM
-    (printing ``interrupted``, or what it returns).  The previous SIGTERM handler is restored afterwards."""
+    """Run ``body`` with SIGINT and SIGTERM raising ``KeyboardInterrupt``; returns its exit status (0 when it
+    returns anything but an int), 2 after one of ``errors`` (printed as one line), or 130 after SIGINT or
+    SIGTERM (printing ``interrupted``, or what it returns).  The previous handlers are restored afterwards."""
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, raise_interrupt) if main_thread else None
+    previous = ({signum: signal.signal(signum, raise_interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+                if main_thread else {})
     try:
         status = body()
         return status if isinstance(status, int) and not isinstance(status, bool) else 0
@@ -41,5 +42,5 @@ def run_command(body: Callable[[], object], errors: tuple[type[BaseException], .
         print(f"\ninterrupted: {message}", file=sys.stderr)
         return INTERRUPTED
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

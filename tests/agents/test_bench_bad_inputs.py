@@ -226,7 +226,7 @@ def test_make_policy_checks_its_arguments_before_loading_anything(name, kwargs, 
 # ------------------------------------------------------------------------------------------ signals
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_sigint_and_sigterm_both_stop_a_command_with_130_and_one_line(signum, capsys):
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
 
     def body() -> int:
         os.kill(os.getpid(), signum)
@@ -239,7 +239,23 @@ def test_sigint_and_sigterm_both_stop_a_command_with_130_and_one_line(signum, ca
     status = run_command(body, (ValueError,), lambda: "state kept in X")
     assert status == INTERRUPTED == 130
     assert capsys.readouterr().err.strip() == "interrupted: state kept in X"
-    assert signal.getsignal(signal.SIGTERM) == previous  # the caller's handler is back
+    assert {number: signal.getsignal(number) for number in previous} == previous  # the caller's handlers are back
+
+
+def test_ctrl_c_stops_a_command_even_after_a_library_set_sigint_aside(capsys):
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as an imported library might leave it
+    try:
+        def body() -> int:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):
+                time.sleep(0.01)
+            raise AssertionError("SIGINT should have stopped the body")
+
+        assert run_command(body, (ValueError,), "nothing") == INTERRUPTED
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # the caller's choice is back
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert capsys.readouterr().err.strip() == "interrupted: nothing"
 
 
 def test_an_expected_error_is_one_line_with_status_2(capsys):

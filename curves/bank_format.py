@@ -68,7 +68,9 @@ class FamilySpec:
     is ``{"low": a, "high": b, "early_batches": 4, "early_margin": m}``, the parameters of the default
     per-task rule (:class:`curves.targets.CrossingRule`); ``budget`` is ``{"kind": "interval", "low": a,
     "high": b}`` (integer, inclusive) or ``{"kind": "set", "values": [...]}``.  All are ``None`` until the
-    family is calibrated, and a workload cannot be drawn from an uncalibrated family.
+    family is calibrated, and a workload cannot be drawn from an uncalibrated family.  ``calibrated_on``
+    ``{split: n}`` says the rules were fitted on the first ``n`` curves of each named split only (a bank grown
+    after calibration keeps its tasks); ``None`` means on every curve.
     """
 
     name: str
@@ -80,6 +82,7 @@ class FamilySpec:
     budget: dict[str, Any] | None = None
     notes: str = ""
     crossing: dict[str, Any] | None = None
+    calibrated_on: dict[str, int] | None = None
 
     @property
     def max_budget(self) -> int:
@@ -89,6 +92,19 @@ class FamilySpec:
         if self.budget["kind"] == "interval":
             return int(self.budget["high"])
         return int(max(self.budget["values"]))
+
+
+CALIBRATED_FIELDS = ("eps", "budget", "crossing", "calibrated_on")
+"""The :class:`FamilySpec` fields :mod:`curves.calibrate` sets (a generator re-declaring a family keeps them)."""
+
+
+def family_body(spec: FamilySpec) -> dict[str, Any]:
+    """A family's manifest entry: every field but the name, ``calibrated_on`` only when it limits the curves."""
+    body = dataclasses.asdict(spec)
+    del body["name"]
+    if body["calibrated_on"] is None:
+        del body["calibrated_on"]
+    return body
 
 
 def read_manifest(root: Path) -> dict[str, Any]:

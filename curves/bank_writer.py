@@ -14,7 +14,7 @@ import numpy as np
 
 from curves.atomic import atomic_write_json, atomic_write_npz
 from curves.bank_format import (FORMAT, MANIFEST, PENDING, SPLITS, VERSION, BankError, CurveRecord, FamilySpec,
-                                parse_record, read_manifest, read_npz, validate_curve)
+                                family_body, parse_record, read_manifest, read_npz, validate_curve)
 
 LOCK = ".lock"
 
@@ -113,8 +113,7 @@ class BankWriter:
 
     def declare_family(self, spec: FamilySpec) -> None:
         """Add or update a family's description and rules."""
-        body = dataclasses.asdict(spec)
-        del body["name"]
+        body = family_body(spec)
         with self._locked():
             self.manifest["families"][spec.name] = body
             atomic_write_json(self.root / MANIFEST, self.manifest)

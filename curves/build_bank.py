@@ -2,9 +2,11 @@
 
 Work is done in chunks — test curves first (in thirds), then val, then train — first for every family
 but the two ResNets (by far the slowest on a CPU), then for the ResNets, so an interrupted build holds
-complete families; each chunk ends with a calibration so the manifest always carries current ε rules.
-Rerunning skips finished curves; families whose data is missing are skipped with their install hint.  Counts
-per family: ID 30 train / 6 val / 24 test, OOD 6 val / 24 test.
+complete families; each chunk ends with a calibration so the manifest always carries current ε rules (fitted
+on the curves each family's manifest entry names, so a bank calibrated with ``curves.calibrate --calibrate-on``
+keeps its rules as it grows).  Rerunning skips finished curves; families whose data is missing are skipped with
+their install hint.  Counts per family: ID 30 train / 6 val / 24 test (``--train``/``--val`` change the ID
+counts, e.g. the paper's 50 / 10), OOD 6 val / 24 test.
 """
 
 from __future__ import annotations
@@ -28,8 +30,11 @@ from curves.data.errors import DataMissingError
 from curves.generate import MAX_THREADS, add_generation_arguments, bank_with_curves, generate
 
 COUNTS = {"id": {"train": 30, "val": 6, "test": 24}, "ood": {"train": 0, "val": 6, "test": 24}}
-CHUNKS = [("test", 0, 8), ("test", 8, 16), ("test", 16, 24), ("val", 0, 6),
-          ("train", 0, 10), ("train", 10, 20), ("train", 20, 30)]
+# (split, first, last fraction of the split's count): test in thirds, then val, then train in thirds
+CHUNKS = [("test", 0, 1 / 3), ("test", 1 / 3, 2 / 3), ("test", 2 / 3, 1), ("val", 0, 1),
+          ("train", 0, 1 / 3), ("train", 1 / 3, 2 / 3), ("train", 2 / 3, 1)]
+PAPER_COUNTS = {"train": 50, "val": 10}  # the paper's split sizes per configuration (Appendix A.2)
+MAX_COUNT = 10_000  # curves per split and family a build may ask for
 
 MAX_GPUS = 64  # num_gpus per Ray task
 MAX_RETRIES = 100
@@ -50,8 +55,9 @@ class Job:
     chunk: int
 
 
-def plan(families: list[str], scale: float = 1.0) -> list[Job]:
-    """Every curve of a build, in build order (``scale`` shrinks the counts, for quick trial banks).
+def plan(families: list[str], scale: float = 1.0, counts: dict[str, dict[str, int]] = COUNTS) -> list[Job]:
+    """Every curve of a build, in build order (``counts[role][split]`` curves per family; ``scale`` shrinks
+    them, for quick trial banks).
 
     Two passes: every family except the slow ResNets through all chunks, then the ResNets.  A build cut short
     then holds complete families (and the ResNets' test curves first) rather than train splits missing
@@ -62,8 +68,8 @@ def plan(families: list[str], scale: float = 1.0) -> list[Job]:
     for group in passes:
         for split, start, stop in CHUNKS:
             for name in group:
-                role = get_family(name).role
-                start_n, stop_n = int(start * scale), int(min(stop, COUNTS[role][split]) * scale)
+                count = counts[get_family(name).role][split]
+                start_n, stop_n = int(round(start * count) * scale), int(round(stop * count) * scale)
                 if stop_n > start_n:
                     jobs.append(Job(name, split, start_n, stop_n, chunk))
             chunk += 1
@@ -78,14 +84,15 @@ def log_calibration(bank: str | Path, label: str) -> None:
 
 
 def build(families: list[str], bank: str | Path, preset: str, data_root: str | None, device: str,
-          timings: str | None, scale: float = 1.0, length: int | None = None) -> None:
-    """Generate every chunk for every family.
+          timings: str | None, scale: float = 1.0, length: int | None = None,
+          counts: dict[str, dict[str, int]] = COUNTS) -> None:
+    """Generate every chunk for every family (``counts`` per role and split, as :func:`plan` takes them).
 
     ``length`` overrides curve lengths for smoke-test banks, which are then left uncalibrated: their curves
     are shorter than the families' available times.
     """
     missing: set[str] = set()
-    for _, chunk in groupby(plan(families, scale), key=lambda job: job.chunk):
+    for _, chunk in groupby(plan(families, scale, counts), key=lambda job: job.chunk):
         made_any = False
         jobs = list(chunk)
         for job in jobs:
@@ -120,6 +127,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--families", nargs="+", default=None, metavar="FAMILY",
                         type=argparse_type(choice, "--families", choices=sorted(FAMILIES)),
                         help="override the family list")
+    for split, default in (("train", COUNTS["id"]["train"]), ("val", COUNTS["id"]["val"])):
+        parser.add_argument(f"--{split}", type=argparse_type(integer, f"--{split}", int, low=1, high=MAX_COUNT),
+                            default=default, help=f"{split} curves per ID family (default {default}; the paper: "
+                                                  f"{PAPER_COUNTS[split]})")
     parser.add_argument("--scale", type=argparse_type(number, "--scale", float, low=0.0, high=1.0, low_open=True),
                         default=1.0, help="fraction of the standard counts, in (0, 1]")
     ray_args = parser.add_argument_group("Ray (docs/ray.md)")
@@ -150,7 +161,8 @@ def _check(args: argparse.Namespace) -> None:
     if args.family_resources:
         from curves.ray_build import parse_family_resources
         parse_family_resources(args.family_resources)
-    if not plan(args.families, args.scale):
+    args.counts = {"id": {**COUNTS["id"], "train": args.train, "val": args.val}, "ood": COUNTS["ood"]}
+    if not plan(args.families, args.scale, args.counts):
         raise ValueError(f"--scale {args.scale} selects no curve (each split's count times --scale rounds to 0)")
 
 
@@ -170,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.ray is None:
             BankWriter(args.bank)  # an unusable bank is refused here, before any data is loaded
             build(families, args.bank, args.preset, args.data_root, args.device, args.timings, args.scale,
-                  args.length)
+                  args.length, args.counts)
             return 0
         from curves.ray_build import run_cli
         return run_cli(args, families)

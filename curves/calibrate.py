@@ -18,13 +18,14 @@ import argparse
 import dataclasses
 import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from curves.bank import DEFAULT_BANK, MANIFEST, BankWriter, CurveBank, atomic_write_text, load_bank
-from curves.checks import argparse_type, existing_dir, number, writable_dir, writable_file
+from curves.bank import DEFAULT_BANK, MANIFEST, SPLITS, BankWriter, CurveBank, atomic_write_text, load_bank
+from curves.checks import argparse_type, existing_dir, integer, number, writable_dir, writable_file
 from curves.cli import Parser, parse, run
 from curves.feasibility import (best_losses, crossing_regime, early_feasibility, feasibility, median_loss_drop,
                                 per_curve_feasibility)
@@ -96,25 +97,39 @@ def calibrate_crossing(cumavg: list[np.ndarray], budget: dict[str, Any], target:
     return params
 
 
-def family_curves(bank: CurveBank, name: str, splits: tuple[str, ...] | None = None) -> list[np.ndarray]:
-    """The family's curves of ``splits`` (default: all; the paper rules apply to every split's tasks)."""
-    return [bank.cumavg(cid) for cid in bank.ids(name, splits)]
+def family_curves(bank: CurveBank, name: str, splits: tuple[str, ...] | None = None,
+                  first: Mapping[str, int] | None = None) -> list[np.ndarray]:
+    """The family's curves of ``splits`` (default: all; the paper rules apply to every split's tasks), limited
+    to the first ``first[split]`` indices of each split ``first`` names."""
+    limit = first or {}
+    return [bank.cumavg(cid) for cid in bank.ids(name, splits)
+            if bank.records[cid].index < limit.get(bank.records[cid].split, math.inf)]
 
 
-def calibrate_bank(root: str | Path = DEFAULT_BANK, target: float = TARGET,
-                   min_curves: int = 4) -> list[dict[str, Any]]:
-    """Calibrate every family with at least ``min_curves`` curves, write the rules, return one summary row each."""
+RECORDED = "recorded"
+"""``calibrate_bank(first=RECORDED)``: fit each family on the curves its manifest entry names (``calibrated_on``)."""
+
+
+def calibrate_bank(root: str | Path = DEFAULT_BANK, target: float = TARGET, min_curves: int = 4,
+                   first: Mapping[str, int] | str | None = RECORDED) -> list[dict[str, Any]]:
+    """Calibrate every family with at least ``min_curves`` curves, write the rules, return one summary row each.
+
+    ``first`` picks the curves the rules are fitted on: ``{split: n}`` (the first ``n`` of each named split,
+    recorded as the family's ``calibrated_on``, so that the rules stay put as the bank grows), ``None`` (every
+    curve), or :data:`RECORDED` (what each family's manifest entry says, every curve where it says nothing).
+    """
     bank = load_bank(root)
     writer = BankWriter(root)
     rows = []
     for name, spec in sorted(bank.families.items()):
-        curves = family_curves(bank, name)
+        on = spec.calibrated_on if first == RECORDED else first
+        curves = family_curves(bank, name, first=on)
         if len(curves) < min_curves or spec.budget is None:
             continue
         eps = (calibrate_id if spec.role == "id" else calibrate_ood)(curves, spec.budget, target)
-        choice = family_curves(bank, name, CHOICE_SPLITS)
+        choice = family_curves(bank, name, CHOICE_SPLITS, on)
         crossing = calibrate_crossing(choice, spec.budget, target) if choice else None
-        spec = dataclasses.replace(spec, eps=eps, crossing=crossing)
+        spec = dataclasses.replace(spec, eps=eps, crossing=crossing, calibrated_on=dict(on) if on else None)
         writer.declare_family(spec)
         bank.families[name] = spec
         rows.append(summarise(bank, name, eps))
@@ -220,6 +235,25 @@ def _check_outputs(args: argparse.Namespace) -> None:
         raise ValueError(f"--bank: {args.bank} holds no curve bank ({MANIFEST} not found)")
     if args.datasheet:
         writable_file("--datasheet", DATASHEET)
+    args.calibrate_on = calibration_curves(args.calibrate_on)
+    if args.report_only and args.calibrate_on != RECORDED:
+        raise ValueError("--calibrate-on needs a calibration; drop --report-only")
+
+
+def calibration_curves(values: list[str] | None) -> dict[str, int] | str | None:
+    """``--calibrate-on``'s value as :func:`calibrate_bank`'s ``first``: ``SPLIT=N`` pairs, ``all`` or nothing."""
+    if values is None:
+        return RECORDED
+    if values == ["all"]:
+        return None
+    counts: dict[str, int] = {}
+    for value in values:
+        split, _, count = value.partition("=")
+        if split not in SPLITS or split in counts or not count.isdigit():
+            raise ValueError(f"--calibrate-on: {value!r} must be SPLIT=N with a split of {SPLITS}, each once, "
+                             f"or 'all' alone")
+        counts[split] = integer("--calibrate-on", int(count), low=1)
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,12 +266,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasheet", action="store_true", help="rewrite the table in curves/README.md")
     parser.add_argument("--report-only", action="store_true",
                         help="tabulate the manifest's current rules without recalibrating (writes no bank file)")
+    parser.add_argument("--calibrate-on", nargs="+", default=None, metavar="SPLIT=N",
+                        help="fit the rules on the first N curves of each named split and record it, so that "
+                             "they stay put as the bank grows (e.g. train=30 val=6 test=24); 'all' fits on "
+                             "every curve; default: what each family's manifest entry records")
     args = parse(parser, argv, _check_outputs)
     if isinstance(args, int):
         return args
 
     def work() -> int:
-        rows = current_rows(args.bank) if args.report_only else calibrate_bank(args.bank, args.target)
+        rows = current_rows(args.bank) if args.report_only else calibrate_bank(args.bank, args.target,
+                                                                              first=args.calibrate_on)
         crossing = crossing_rows(args.bank)
         print("Paper rules (task sets *_paper):")
         print(markdown_table(rows))

@@ -24,7 +24,7 @@ import torch
 from tqdm import tqdm
 
 from curves.bank import BankWriter
-from curves.build_bank import MAX_GPUS, Job, log_calibration, plan
+from curves.build_bank import COUNTS, MAX_GPUS, Job, log_calibration, plan
 from curves.calibrate import calibrate_bank
 from curves.catalog import FAMILIES, get_family
 from curves.checks import number
@@ -92,7 +92,8 @@ def _cause(exc: BaseException) -> BaseException:
 def build_on_ray(families: list[str], bank: str | Path, preset: str = "cpu", data_root: str | None = None,
                  device: str = "cpu", timings: str | None = None, scale: float = 1.0, length: int | None = None,
                  resources: Resources | None = None, family_resources: Mapping[str, Resources] | None = None,
-                 retries: int = 2, progress: bool = True, train: Callable[..., Any] = train_curve) -> BuildReport:
+                 retries: int = 2, progress: bool = True, train: Callable[..., Any] = train_curve,
+                 counts: dict[str, dict[str, int]] = COUNTS) -> BuildReport:
     """Run the build plan on the connected Ray cluster (call ``ray.init`` first); returns the report.
 
     ``train`` is the worker function (:func:`train_curve`'s signature); tests replace it to inject faults.
@@ -102,7 +103,7 @@ def build_on_ray(families: list[str], bank: str | Path, preset: str = "cpu", dat
     writer = BankWriter(bank)
     build = _RayBuild(ray, ray.remote(max_retries=0)(train), writer, bank, preset, data_root, device, length,
                       timings, retries, resources or Resources(), dict(family_resources or {}), generator_commit())
-    jobs = plan(families, scale)
+    jobs = plan(families, scale, counts)
     for name in dict.fromkeys(job.family for job in jobs):
         declare_keeping_rules(writer, get_family(name).spec(preset))
     todo = [(job, index) for job in jobs for index in range(job.start, job.stop)
@@ -219,7 +220,8 @@ def run_cli(args: Any, families: list[str]) -> int:
         return 2
     try:
         report = build_on_ray(families, args.bank, args.preset, args.data_root, args.device, args.timings, args.scale,
-                              args.length, Resources(cpus, gpus, args.threads), family_resources, args.retries)
+                              args.length, Resources(cpus, gpus, args.threads), family_resources, args.retries,
+                              counts=args.counts)
     finally:
         ray.shutdown()
     print(f"{report.made} new curve(s) in {args.bank}; {report.retried} resubmission(s); "

@@ -13,6 +13,7 @@ curve in the bank.  Run :mod:`curves.calibrate` afterwards to set the family's Î
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from curves.bank import BankWriter, CurveRecord, FamilySpec
+from curves.bank_format import CALIBRATED_FIELDS, family_body
 
 
 def generator_commit() -> str:
@@ -79,14 +81,12 @@ class CurveRecorder:
 
 
 def declare_keeping_rules(writer: BankWriter, spec: FamilySpec) -> None:
-    """Declare ``spec`` but keep an Îµ/budget rule the bank already has where ``spec`` leaves it ``None``.
+    """Declare ``spec`` but keep every calibrated rule the bank already has where ``spec`` leaves it ``None``.
 
     This lets a generator re-declare its families on every run without wiping calibrated rules.
     """
     existing = writer.manifest["families"].get(spec.name, {})
-    eps = spec.eps if spec.eps is not None else existing.get("eps")
-    budget = spec.budget if spec.budget is not None else existing.get("budget")
-    new = FamilySpec(spec.name, spec.role, spec.modality, spec.dataset, spec.model, eps, budget, spec.notes)
-    body = {k: v for k, v in new.__dict__.items() if k != "name"}
-    if existing != body:
+    kept = {name: existing.get(name) for name in CALIBRATED_FIELDS if getattr(spec, name) is None}
+    new = dataclasses.replace(spec, **{name: value for name, value in kept.items() if value is not None})
+    if existing != family_body(new):
         writer.declare_family(new)

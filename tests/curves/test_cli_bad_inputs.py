@@ -57,6 +57,8 @@ BUILD_BANK = SHARED + [
     (["--scale", "2"], "--scale must be ≤ 1.0, got 2.0"),
     (["--scale", "half"], "--scale must be a number, got 'half'"),
     (["--scale", "0.001"], "--scale 0.001 selects no curve"),
+    (["--train", "0"], "--train must be ≥ 1, got 0"),
+    (["--val", "many"], "--val must be an integer"),
     (["--ray", ""], "--ray ADDRESS must not be empty"),
     (["--ray", "--cpus-per-curve", "0"], "--cpus-per-curve must be greater than 0.0, got 0.0"),
     (["--ray", "--cpus-per-curve", "nan"], "--cpus-per-curve must be a finite number"),

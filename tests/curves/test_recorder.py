@@ -56,13 +56,19 @@ def test_non_finite_loss_is_refused_at_once(tmp_path: Path) -> None:
             rec.log(float("nan"))
 
 
-def test_redeclaring_a_family_keeps_its_calibrated_eps(tmp_path: Path) -> None:
-    calibrated = FamilySpec(**{**SPEC.__dict__, "eps": {"kind": "scaled", "base": 0.5, "low": 0.9, "high": 1.1}})
+def test_redeclaring_a_family_keeps_every_calibrated_rule(tmp_path: Path) -> None:
+    """A generator re-declares its family on every run (with no rules): the ε rule, the crossing rule and the
+    record of the curves they were fitted on all survive it."""
+    rules = {"eps": {"kind": "scaled", "base": 0.5, "low": 0.9, "high": 1.1},
+             "crossing": {"low": 0.4, "high": 1.2, "early_batches": 4, "early_margin": 0.01},
+             "calibrated_on": {"train": 1}}
+    calibrated = FamilySpec(**{**SPEC.__dict__, **rules})
     with CurveRecorder(tmp_path, calibrated, "train", 0, seed=0, data_seed=0, batch_size=8, lr=1e-3) as rec:
         rec.log(1.0)
     with CurveRecorder(tmp_path, SPEC, "train", 1, seed=0, data_seed=0, batch_size=8, lr=1e-3) as rec:
         rec.log(1.0)
-    assert load_bank(tmp_path).family("user_mlp").eps == calibrated.eps
+    family = load_bank(tmp_path).family("user_mlp")
+    assert (family.eps, family.crossing, family.calibrated_on) == (rules["eps"], rules["crossing"], {"train": 1})
 
 
 def test_two_writers_on_one_bank_keep_each_others_curves(tmp_path):

@@ -115,14 +115,16 @@ class QuerySet:
         return self.query.length
 
 
-def build_queries(bank: CurveBank, task_set: str, seed: int = 0) -> QuerySet | None:
-    """The deterministic queries of one task set over the bank's test curves (None if it has none)."""
+def build_queries(bank: CurveBank, task_set: str, seed: int = 0,
+                  splits: Sequence[str] = ("test",)) -> QuerySet | None:
+    """The deterministic queries of one task set over the bank's curves of ``splits`` (Table 1: ``test``;
+    None if it has none)."""
     rows: list[tuple[str, int, int, int, float, float, float, int]] = []
     histories: list[np.ndarray] = []
     for name, spec in sorted(bank.families.items()):
         if task_set_of(spec) != task_set or name in uncalibrated_families(bank):
             continue
-        for cid in bank.ids(family=name, splits=["test"]):
+        for cid in bank.ids(family=name, splits=splits):
             record, cumavg = bank.records[cid], bank.cumavg(cid)
             eps, budget = draw_task(spec, cid, seed)
             crossing = crossing_batch(cumavg, eps)

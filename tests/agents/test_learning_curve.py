@@ -1,0 +1,58 @@
+"""Validation success against env steps from a run's snapshots (``mara_agents.mat.learning_curve``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mara_agents.mat.learning_curve import half_width, run, summarise
+from mara_agents.mat.train import train
+
+from conftest import tiny_config
+
+
+@pytest.fixture(scope="module")
+def runs(bank_dir, tmp_path_factory):
+    """Two seeds of a tiny run with a snapshot at every validation (steps 20, 40, 60)."""
+    root = tmp_path_factory.mktemp("curve_runs")
+    for seed in (0, 1):
+        train(tiny_config(bank_dir, root / f"seed{seed}", seed=seed, snapshot_every=20))
+    return [root / "seed0", root / "seed1"]
+
+
+def test_each_snapshot_scores_what_the_checkpoint_rule_scored_at_its_step(runs, tmp_path, capsys):
+    assert run([*map(str, runs), "--out", str(tmp_path), "--at", "40"]) == 0
+    rows = (tmp_path / "learning_curve.csv").read_text().splitlines()
+    assert rows[0] == "method,seed,run,step,score" and len(rows) == 1 + 6
+    scored = {(line.split(",")[2], int(line.split(",")[3])): float(line.split(",")[4]) for line in rows[1:]}
+    for run_dir in runs:
+        validated = json.loads((run_dir / "snapshots" / "step_60.json").read_text())["validation_scores"]
+        for entry in validated:
+            assert scored[str(run_dir), entry["step"]] == pytest.approx(entry["success_rate"], abs=1e-6)
+    out = capsys.readouterr().out
+    assert "| 40 |" in out and "(step 40, 2 seeds)" in out
+    assert (tmp_path / "learning_curve.png").stat().st_size > 0
+
+
+def test_a_rerun_scores_nothing_again(runs, tmp_path, capsys):
+    assert run([*map(str, runs), "--out", str(tmp_path)]) == 0
+    before = (tmp_path / "learning_curve.csv").read_text()
+    capsys.readouterr()
+    assert run([*map(str, runs), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "learning_curve.csv").read_text() == before
+    assert "[1/" not in capsys.readouterr().out
+
+
+def test_the_summary_averages_seeds_with_a_t_interval():
+    rows = [{"method": "m", "seed": str(s), "run": f"r{s}", "step": "10", "score": str(v)}
+            for s, v in enumerate((0.5, 0.7))]
+    assert summarise(rows) == {"m": [(10, pytest.approx(60.0), pytest.approx(half_width([50.0, 70.0])), 2)]}
+    assert half_width([50.0, 70.0]) == pytest.approx(12.706 * 10, rel=1e-3)  # t(0.975, 1) · (sd 14.14 / √2)
+
+
+def test_a_run_without_snapshots_is_one_line_and_status_2(bank_dir, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as stop:
+        run([str(tmp_path / "empty"), "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2 and "no snapshots (train with --snapshot-every N)" in capsys.readouterr().err

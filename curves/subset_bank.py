@@ -2,7 +2,9 @@
 
 Curves are numbered per family and split, and each one's recipe depends on its ``family/split/index``
 only. The first 50 `train` curves of a grown bank are therefore the curves a 50-curve build would make. A
-data curve over training-set sizes, and a paper-size bank cut from a larger one, are such subsets. Family
+data curve over training-set sizes, and a paper-size bank cut from a larger one, are such subsets. The limits
+apply to the families of the roles named (ID by default, as ``build_bank --train/--val`` grows only those);
+the other families are copied whole. Family
 rules (ε, crossing, ``calibrated_on``) and curve records are copied unchanged. The new bank is written
 beside its target and renamed into place, so it appears whole or not at all. An existing target is
 refused, never overwritten.
@@ -16,21 +18,22 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from curves.atomic import atomic_write_json, atomic_write_npz
-from curves.bank_format import MANIFEST, SPLITS, BankError, CurveRecord, parse_record, read_manifest, read_npz
+from curves.bank_format import MANIFEST, ROLES, SPLITS, BankError, CurveRecord, parse_record, read_manifest, read_npz
 from curves.checks import argparse_type, existing_dir, integer, writable_dir
 from curves.cli import Parser, parse, run
 
 MAX_COUNT = 100_000  # curves per family and split a subset may ask for
 
 
-def _chosen(records: list[CurveRecord], first: Mapping[str, int]) -> list[CurveRecord]:
-    """The records a subset keeps; refuses a split that holds fewer curves than asked for."""
-    kept = [rec for rec in records if rec.index < first.get(rec.split, math.inf)]
-    for family in sorted({rec.family for rec in records}):
+def _chosen(records: list[CurveRecord], first: Mapping[str, int], limited: set[str]) -> list[CurveRecord]:
+    """The records a subset keeps (``first`` applies to the ``limited`` families); refuses a split of those
+    that holds fewer curves than asked for."""
+    kept = [rec for rec in records if rec.family not in limited or rec.index < first.get(rec.split, math.inf)]
+    for family in sorted(limited):
         for split, count in first.items():
             held = sum(1 for rec in kept if rec.family == family and rec.split == split)
             available = any(rec.family == family and rec.split == split for rec in records)
@@ -41,18 +44,21 @@ def _chosen(records: list[CurveRecord], first: Mapping[str, int]) -> list[CurveR
     return kept
 
 
-def subset_bank(source: str | os.PathLike[str], target: str | os.PathLike[str], first: Mapping[str, int]) -> int:
+def subset_bank(source: str | os.PathLike[str], target: str | os.PathLike[str], first: Mapping[str, int],
+                roles: Sequence[str] = ("id",)) -> int:
     """Write the bank ``target`` with curves ``0 .. first[split] − 1`` of each named split of every family of
-    ``source`` (splits ``first`` does not name are copied whole); returns how many curves it holds.
+    ``source`` whose role is in ``roles`` (splits ``first`` does not name, and other families, are copied
+    whole); returns how many curves it holds.
 
-    A family with no curve in a split keeps none there (OOD families have no ``train`` curves).
+    A family with no curve in a split keeps none there.
     """
     source, target = Path(source), Path(target)
     if target.exists():
         raise BankError(f"{target} already exists; name a new directory (a subset never overwrites a bank)")
     manifest = read_manifest(source)
     records = [parse_record(raw, str(source / MANIFEST)) for raw in manifest.get("curves", [])]
-    kept = _chosen(records, first)
+    limited = {name for name, raw in manifest.get("families", {}).items() if raw.get("role") in roles}
+    kept = _chosen(records, first, limited)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
@@ -78,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     for split in SPLITS:
         parser.add_argument(f"--{split}", type=argparse_type(integer, f"--{split}", int, low=0, high=MAX_COUNT),
                             default=None, help=f"keep the first N {split} curves of each family (default: all)")
+    parser.add_argument("--roles", nargs="+", choices=ROLES, default=["id"],
+                        help="the roles whose families the limits apply to (default: id; others are copied whole)")
     return parser
 
 
@@ -96,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     first = {split: getattr(args, split) for split in SPLITS if getattr(args, split) is not None}
 
     def work() -> int:
-        held = subset_bank(args.source, args.target, first)
+        held = subset_bank(args.source, args.target, first, args.roles)
         print(f"{held} curves in {args.target}")
         return 0
 

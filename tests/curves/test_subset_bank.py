@@ -20,9 +20,11 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_subset_holds_the_first_curves_with_their_records_and_rules(source: Path, tmp_path: Path) -> None:
     held = subset_bank(source, tmp_path / "small", {"train": 2, "val": 3})
     big, small = load_bank(source), load_bank(tmp_path / "small")
-    expected = [cid for cid in big.ids() if big.records[cid].split == "test"
+    ood = {name for name, spec in big.families.items() if spec.role == "ood"}
+    expected = [cid for cid in big.ids() if big.records[cid].split == "test" or big.records[cid].family in ood
                 or big.records[cid].index < {"train": 2, "val": 3}[big.records[cid].split]]
-    assert held == len(expected) == 2 * 2 + 4 * 3 + 4 * 5  # train: 2 ID families; val, test: all 4
+    # ID: 2 train + 3 val + 5 test each; OOD (copied whole): 5 val + 5 test each
+    assert held == len(expected) == 2 * (2 + 3 + 5) + 2 * (5 + 5)
     assert small.ids() == expected
     assert small.families == big.families
     for cid in expected:
@@ -42,5 +44,6 @@ def test_an_existing_target_or_too_few_curves_is_refused_and_nothing_is_left(sou
 
 
 def test_the_command_line_writes_the_subset(source: Path, tmp_path: Path, capsys) -> None:
-    assert main(["--from", str(source), "--to", str(tmp_path / "cut"), "--val", "1", "--test", "0"]) == 0
+    assert main(["--from", str(source), "--to", str(tmp_path / "cut"), "--val", "1", "--test", "0",
+                 "--roles", "id", "ood"]) == 0
     assert capsys.readouterr().out.strip() == f"{2 * 5 + 4 * 1} curves in {tmp_path / 'cut'}"

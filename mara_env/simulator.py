@@ -185,12 +185,12 @@ class Simulator:
 
     def _run_batches(self, slots: np.ndarray, tasks: np.ndarray, speed: np.ndarray) -> int:
         """Up to ``speed`` batches of each listed task, every loss observed, stopping at its first success."""
-        width = self.history_width
+        width = self.loss_table.shape[1] - 1
         start = self.batches[tasks]
         window = loss_window(self.loss_table.reshape(-1), tasks * (width + 1), start, width, int(speed.max()))
         end, won = run_batches(window, start, speed, self.curves.length[self.curve_rows[tasks]], self.eps[tasks])
         self.batches[tasks] = end
-        written, losses = history_writes(slots * width, start, end, window)
+        written, losses = history_writes(slots * self.history.shape[1], start, end, window)
         self.history.reshape(-1)[written] = losses
         self.ready_at[tasks[became_ready(start, end, self.config.warmup_observations)]] = self.t + 1
         count = int(won.sum())

@@ -342,3 +342,28 @@ def test_pettingzoo_nodes_see_the_gym_observation_with_the_options(bank_dir):
         inner = dict_views["node_0"]["observation"]
         assert as_dict.observation_space("node_0").contains(dict_views["node_0"])
         np.testing.assert_array_equal(inner["nodes"][:, 0], OPTIONS["node_speeds"])
+
+
+# ---------------------------------------------------------------------------------------------- the two paths agree
+def test_the_node_path_at_speed_one_and_no_setup_plays_exactly_the_plain_path(bank_dir):
+    """Forced onto the node-aware path, the default setting must give the plain path's every value."""
+    kwargs = {"bank": str(bank_dir), "arrival_prob": 0.3, "arrival_window": 120, "disable_env_checker": True}
+    plain, forced = gym.make("MARA-v0", **kwargs), gym.make("MARA-v0", **kwargs)
+    forced.unwrapped.engine.sim.node_options = True
+    vector = gym.make_vec("MARA-v0", num_envs=1, vectorization_mode="vector_entry_point", bank=str(bank_dir),
+                          arrival_prob=0.3, arrival_window=120)
+    vector.unwrapped.sim.node_options = True
+    rng = np.random.default_rng(4)
+    (obs, _), (forced_obs, _), _ = plain.reset(seed=8), forced.reset(seed=8), vector.reset(seed=8)
+    terminated = False
+    while not terminated:
+        action = rng.integers(0, 11, 7) if rng.random() < 0.5 else np.arange(1, 8)
+        obs, reward, terminated, _, info = plain.step(action)
+        forced_obs, forced_reward, _, _, forced_info = forced.step(action)
+        vector_obs, vector_reward, *_ = vector.step(action[None])
+        assert set(forced_obs) - set(obs) == {"nodes", "slot_nodes"}
+        for key in obs:
+            np.testing.assert_array_equal(obs[key], forced_obs[key], err_msg=key)
+            np.testing.assert_array_equal(obs[key], vector_obs[key][0], err_msg=key)
+        assert reward == forced_reward == vector_reward[0]
+    assert info == forced_info and info["episode_metrics"]["successes"] > 0

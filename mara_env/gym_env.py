@@ -103,6 +103,10 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     | budget        | (K,)          | float32 | available time B of the slot's task (0 when empty)               |
     | global        | (4,)          | float32 | M / M_max, active / K, queued / K, t / T                         |
 
+    With ``node_speeds`` or ``switch_cost`` set, the dict also holds ``nodes`` (M, 3) (speed, last pick,
+    setup left) and ``slot_nodes`` (K, 2) (setup left, last node), float32, and the flat vector carries them
+    after the global features (``mara_env.features.NODE_FEATURES``, ``mara_env.service``).
+
     H_max is the length of the longest curve in the bank. ``observation="flat"``: one float32 ``Box`` of
     K · (11 + H) + 4 values, the last H = ``flat_history`` losses as log-ratios to the current one (see
     ``mara_env.flat``); the mask comes from ``action_masks()``. ``observation="rllib"``:
@@ -132,7 +136,8 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ``gym.make("MARA-v0", render_mode=None, slot_features=None, **fields)`` where fields are those of
     :class:`mara_env.config.MARAConfig` (``num_nodes=7, max_active=10, arrival_prob=0.04,
     arrival_window=500, task_set="id", reward="shaped", shaping_beta=0.1, bank=None, workload=None,
-    conflicts="idle", observation="dict", flat_history=16, ...``), or ``config=MARAConfig(...)``.
+    conflicts="idle", observation="dict", flat_history=16, node_speeds=None, switch_cost=0,
+    fairness_metrics=False, ...``), or ``config=MARAConfig(...)``.
     ``render_mode="ansi"`` returns a text table of slots, queue and nodes; ``"rgb_array"`` a Gantt chart of
     the episode so far (nodes × time above, task windows with successes and expiries below) as an RGB
     array; ``"human"`` shows that chart in a matplotlib window after every step. ``slot_features`` (a

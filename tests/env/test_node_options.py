@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -253,7 +254,9 @@ OPTIONS = {"node_speeds": (1, 3, 1, 2, 1, 1, 1), "switch_cost": 2, "fairness_met
 def test_check_env_passes_with_the_options(bank_dir, observation, actions):
     env = gym.make("MARA-v0", bank=str(bank_dir), arrival_prob=0.2, observation=observation, actions=actions,
                    **OPTIONS)
-    check_env(env.unwrapped, skip_render_check=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped, skip_render_check=True)
 
 
 def test_the_flat_vector_carries_the_node_features_after_the_global_ones(bank_dir):

@@ -12,7 +12,8 @@ expiry → advance → arrivals → admit → observe), written over arrays with
 A step is a fixed sequence of array operations whatever N is; Python loops only run over the few
 episodes that start or end in a step. The rules (conflicts, features, metrics, outcomes) are the functions of
 :mod:`mara_env.dynamics` that the single simulator calls too, so observations, rewards and metrics agree bit
-for bit.
+for bit. With a node option (``MARAConfig.node_options``) phase 1 follows :mod:`mara_env.service`, as in the
+single simulator.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from curves.bank import CurveBank
 from mara_env.config import MARAConfig
 from mara_env.curve_table import curve_table
 from mara_env.dynamics import (ACTIVE, EXPIRED, FUTURE, QUEUED, SERVED_FEATURES, SUCCEEDED, TOTALS, episode_metrics,
-                                first_crossings, global_features, progress_features, queue_wait, remaining_time,
-                                standing_picks, task_outcomes)
+                                first_crossings, global_features, option_metrics, progress_features, queue_wait,
+                                remaining_time, standing_picks, task_outcomes)
 from mara_env.features import NUM_TASK_FEATURES
 from mara_env.features import TASK_FEATURE_INDEX as _F
 from mara_env.history_copies import HistoryCopies
+from mara_env.service import became_ready, history_writes, loss_window, node_views, run_batches, setup_steps
 from mara_env.shaping import potential_batch
 from mara_env.workload import Episode
 
@@ -76,6 +78,12 @@ class BatchSimulator:
         self._grow(1)
         self._env_of_cell = np.repeat(np.arange(n), k)  # episode of each flat slot index
         self._env_of_pick = np.repeat(np.arange(n), self.num_nodes)  # episode of each flat (episode, node) index
+        self.node_options = config.node_options
+        self.speeds = np.array(config.speeds, dtype=np.int64)
+        # Per slot, with a node option: the node that served its task at the previous step (-1: none), and the
+        # task's setup steps left after that step.
+        self.slot_served_by = np.full((n, k), -1, dtype=np.int64)
+        self.slot_setup = np.zeros((n, k), dtype=np.int64)
 
     def _grow(self, capacity: int) -> None:
         """Widen the per-task arrays to ``capacity`` columns, keeping what they hold."""
@@ -114,6 +122,7 @@ class BatchSimulator:
         self.slot_progress[index] = 0.0
         self.features[index] = 0.0
         self.history[index] = 0.0
+        self.slot_served_by[index] = -1
         self.copies.rewrote_rows((index[:, None] * self.num_slots + np.arange(self.num_slots)).reshape(-1))
         self.t[index] = 0
         for total in self.totals.values():
@@ -144,7 +153,8 @@ class BatchSimulator:
 
         served_at = serves.reshape(-1).nonzero()[0]  # (env, node) pairs as flat indices
         env = self._env_of_pick[served_at]
-        successes = self._execute(env * self.num_slots + picks.reshape(-1)[served_at] - 1)
+        cell = env * self.num_slots + picks.reshape(-1)[served_at] - 1
+        successes = self._serve_nodes(cell, served_at % self.num_nodes) if self.node_options else self._execute(cell)
         expirations = self._expire()
         self.t += 1
         self._admit(self._arrive())
@@ -178,11 +188,51 @@ class BatchSimulator:
             self.tasks["ready_at"][env, self.slot_task.reshape(-1)[ready]] = self.t[env] + 1
         self._write_features(cell, _SERVED_COLUMNS, *features)
         self.slot_progress.reshape(-1)[cell] = progress
-        won = cell[loss <= eps]
+        return self._succeed(cell[loss <= eps])
+
+    def _succeed(self, won: np.ndarray) -> np.ndarray:
+        """The tasks in slots ``won`` (flat indices) succeed and leave; returns the successes per episode."""
         self._leave(won, SUCCEEDED)
         counts = np.bincount(self._env_of_cell[won], minlength=self.num_envs)
         self.totals["successes"] += counts
         return counts
+
+    def _serve_nodes(self, cell: np.ndarray, node: np.ndarray) -> np.ndarray:
+        """Phases 1–2 with a node option: each served slot's task (``cell``, flat indices, served by ``node``)
+        spends the step in setup or runs its node's batches (:mod:`mara_env.service`), then successes leave."""
+        served_by, setup = self.slot_served_by.reshape(-1), self.slot_setup.reshape(-1)
+        left, runs = setup_steps(served_by[cell] == node, setup[cell], self.config.switch_cost)
+        served_by.fill(-1)
+        served_by[cell] = node
+        setup[cell] = left
+        self.totals["setup"] += np.bincount(self._env_of_cell[cell[~runs]], minlength=self.num_envs)
+        return self._run_batches(cell[runs], self.speeds[node[runs]])
+
+    def _run_batches(self, cell: np.ndarray, speed: np.ndarray) -> np.ndarray:
+        """Up to ``speed`` batches of each listed slot's task, every loss observed, stopping at its first
+        success; then successes leave (:meth:`_execute` with the node options)."""
+        batches = self.slot_batches.reshape(-1)
+        start, row = batches[cell], self.slot_curve.reshape(-1)[cell]
+        width = self.table.loss.shape[1] - 1
+        window = loss_window(self._losses, row, start, width, int(speed.max(initial=1)))
+        eps = self.slot_eps.reshape(-1)[cell]
+        end, won = run_batches(window, start, speed, self.table.length[row // (width + 1)], eps)
+        ran = end > start
+        cell, row, start, end, window, eps = cell[ran], row[ran], start[ran], end[ran], window[ran], eps[ran]
+        batches[cell] = end
+        loss = window[np.arange(cell.size), end - start - 1]
+        *features, progress = progress_features(end, self.slot_budget.reshape(-1)[cell], loss, self._losses[row + 1],
+                                                eps, self.config.warmup_observations)
+        written, losses = history_writes(cell * self.history_width, start, end, window)
+        self.history.reshape(-1)[written] = losses
+        self.copies.wrote(written)
+        ready = cell[became_ready(start, end, self.config.warmup_observations)]
+        if ready.size:
+            env = self._env_of_cell[ready]
+            self.tasks["ready_at"][env, self.slot_task.reshape(-1)[ready]] = self.t[env] + 1
+        self._write_features(cell, _SERVED_COLUMNS, *features)
+        self.slot_progress.reshape(-1)[cell] = progress
+        return self._succeed(cell[won[ran]])
 
     def _expire(self) -> np.ndarray:
         """Phase 3: active or queued tasks whose deadline is reached without success leave."""
@@ -216,6 +266,8 @@ class BatchSimulator:
         self.features.reshape(-1, NUM_TASK_FEATURES)[cell] = 0.0
         self.history.reshape(-1, self.history_width)[cell] = 0.0
         self.copies.rewrote_rows(cell)
+        if self.node_options:
+            self.slot_served_by.reshape(-1)[cell] = -1
 
     def _arrive(self) -> np.ndarray:
         """Phase 5: tasks whose arrival step has come join the queue (the queue is in task order).
@@ -286,16 +338,23 @@ class BatchSimulator:
         tasks[:, :, _F["remaining_time"]] = remaining_time(self.slot_deadline, self.t[:, None], self.slot_budget,
                                                            occupied)
         glob = global_features(self.config, self.active, self.queue_length, self.t)
-        return {"action_mask": mask, "tasks": tasks, "history": self.copies.copy() if copy else self.history,
-                "history_len": self.slot_batches.copy(), "budget": self.slot_budget.astype(np.float32),
-                "global": glob}
+        observation = {"action_mask": mask, "tasks": tasks, "history": self.copies.copy() if copy else self.history,
+                       "history_len": self.slot_batches.copy(), "budget": self.slot_budget.astype(np.float32),
+                       "global": glob}
+        if self.node_options:
+            observation["nodes"], observation["slot_nodes"] = node_views(
+                self.slot_served_by, self.slot_setup, occupied, self.config.speeds, self.config.switch_cost)
+        return observation
 
     def metrics(self, row: int) -> dict[str, float]:
         """Episode ``row``'s metrics (:func:`mara_env.dynamics.episode_metrics`)."""
         n = int(self.num_tasks[row])
         totals = {name: int(value[row]) for name, value in self.totals.items()}
-        return episode_metrics(totals, self.num_nodes, int(self.t[row]), self.tasks["arrival"][row, :n],
-                               self.tasks["left_at"][row, :n], self.tasks["ready_at"][row, :n])
+        metrics = episode_metrics(totals, self.num_nodes, int(self.t[row]), self.tasks["arrival"][row, :n],
+                                  self.tasks["left_at"][row, :n], self.tasks["ready_at"][row, :n])
+        metrics.update(option_metrics(self.config, totals, self.table, self.tasks["curve"][row, :n],
+                                      self.tasks["status"][row, :n]))
+        return metrics
 
     def task_outcomes(self, row: int) -> tuple[str, ...]:
         """Episode ``row``'s task statuses by name, in its task order (:meth:`Simulator.task_outcomes`)."""

@@ -12,7 +12,8 @@ Prints one line per figure:
   simulator is timed), the same with ``copy=False`` (the history buffer is not copied), and with the FIFO
   rule computed on the batched observation every step;
 * the vector env in the ``flat`` and ``rllib`` formats (and ``flat`` with ``conflicts="repair"``, the
-  sb3-contrib setting) at every N, with the precomputed actions;
+  sb3-contrib setting, and ``flat`` with the node options :data:`NODE_SPEEDS` and ``switch_cost=2``) at every N,
+  with the precomputed actions;
 * ``MARA-Forecast-v0`` (``mara_agents``' forecast env, found through Gymnasium's registry so that this package
   still imports nothing from ``mara_agents``) as the native vector env in the ``flat`` format with the shipped
   FM predictor at every N, over :data:`FORECAST_STEPS` steps after :data:`FORECAST_WARMUP` untimed ones (FM
@@ -52,10 +53,12 @@ _REMAINING = TASK_FEATURE_INDEX["remaining_time"]
 VECTOR_SIZES = (1, 4, 16, 64, 256)
 FORECAST_ID = "mara_agents:MARA-Forecast-v0"
 FORECAST_WARMUP, FORECAST_STEPS = 20, 100
+NODE_SPEEDS = (1, 1, 1, 2, 2, 2, 4)  # the node-options figure: mixed speeds and a setup of 2 steps
 # The vector env's other observation formats, timed with the precomputed matching.
 FORMATS = (("flat, precomputed", {"observation": "flat"}),
            ("flat+repair, precomputed", {"observation": "flat", "conflicts": "repair"}),
-           ("rllib, precomputed", {"observation": "rllib"}))
+           ("rllib, precomputed", {"observation": "rllib"}),
+           ("flat, node options, precomputed", {"observation": "flat", "node_speeds": NODE_SPEEDS, "switch_cost": 2}))
 
 Rule = Callable[[dict[str, np.ndarray]], np.ndarray]
 
@@ -153,7 +156,7 @@ def aec_env(bank: str | None, rule: Rule | None, turns: int, **options: str) -> 
 
 
 def vector_env(bank: str | None, num_envs: int, rule: Rule | None, steps: int, copy: bool = True,
-               env_id: str = "MARA-v0", warmup: int = 0, **options: str) -> Rate:
+               env_id: str = "MARA-v0", warmup: int = 0, **options: object) -> Rate:
     """``steps`` steps of the native vector env (``num_envs × steps`` env steps) after ``warmup`` untimed ones;
     ``rule`` needs the dict format, ``None`` (the precomputed matching) runs in any."""
     envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", bank=bank,

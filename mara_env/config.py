@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from curves.checks import choice, choices, existing_dir, existing_file, integer, number
+from curves.checks import boolean, choice, choices, existing_dir, existing_file, integer, number
 
 REWARDS = ("shaped", "sparse")
 CONFLICTS = ("idle", "repair")
@@ -22,6 +22,8 @@ MAX_NODES = 1024
 MAX_SLOTS = 1024
 MAX_WINDOW = 1_000_000
 MAX_HISTORY = 4096
+MAX_SPEED = 64
+MAX_SWITCH_COST = 1000
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,15 @@ class MARAConfig:
     or ``rllib`` (``{"observations": <flat>, "action_mask": ...}``, the keys RLlib's action masking reads)."""
     flat_history: int = 16
     """H, loss-history points per slot in the ``flat`` and ``rllib`` observations."""
+    node_speeds: tuple[int, ...] | None = None
+    """Batches node i runs per step when it serves a task (M integers ≥ 1); ``None`` is 1 for every node, the
+    paper's identical nodes (see ``mara_env.service``)."""
+    switch_cost: int = 0
+    """c, setup steps a task spends on a node that did not serve it at the previous step before it runs a batch
+    there (first service, move and resume alike); 0 is the paper's free preemption and migration."""
+    fairness_metrics: bool = False
+    """Add the per-family success rates, their minimum and Jain's index to ``info["episode_metrics"]``
+    (``mara_env.fairness``); the reward does not change."""
 
     def __post_init__(self) -> None:
         # Imported here: the task-set registry imports this module for its type hints.
@@ -98,6 +109,21 @@ class MARAConfig:
         else:
             choice("task_set", self.task_set, tuple(sorted(TASK_SETS)))
         object.__setattr__(self, "curve_splits", choices("curve_splits", self.curve_splits, SPLITS))
+        integer("switch_cost", self.switch_cost, low=0, high=MAX_SWITCH_COST)
+        boolean("fairness_metrics", self.fairness_metrics)
+        if self.node_speeds is not None:
+            object.__setattr__(self, "node_speeds", _speeds(self.node_speeds, self.num_nodes))
+
+    @property
+    def speeds(self) -> tuple[int, ...]:
+        """Batches each node runs per step: ``node_speeds``, or 1 for every node."""
+        return self.node_speeds if self.node_speeds is not None else (1,) * self.num_nodes
+
+    @property
+    def node_options(self) -> bool:
+        """Whether a node option is off its default (a speed other than 1, or ``switch_cost`` > 0): then the
+        simulators take the node-aware path and every observation carries the node features."""
+        return self.switch_cost > 0 or any(speed != 1 for speed in self.speeds)
 
     def replace(self, **changes: object) -> MARAConfig:
         """A copy with some fields changed (validated again); unknown names raise ``ValueError``."""
@@ -106,6 +132,17 @@ class MARAConfig:
         if unknown:
             raise ValueError(f"unknown MARA config field(s) {sorted(unknown)}; known: {', '.join(names)}")
         return dataclasses.replace(self, **changes)
+
+
+def _speeds(value: object, num_nodes: int) -> tuple[int, ...]:
+    """``node_speeds`` as a tuple of ``num_nodes`` integers in [1, MAX_SPEED]; anything else raises naming it."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise TypeError(f"node_speeds must be a sequence of {num_nodes} integers (one per node) or None, got {value!r}")
+    speeds = tuple(integer(f"node_speeds[{i}]", speed, low=1, high=MAX_SPEED) for i, speed in enumerate(value))
+    if len(speeds) != num_nodes:
+        raise ValueError(f"node_speeds must hold one speed per node (num_nodes={num_nodes}), got {len(speeds)}: "
+                         f"{tuple(value)!r}")
+    return speeds
 
 
 def resolve_config(config: MARAConfig | None, overrides: Mapping[str, Any]) -> MARAConfig:

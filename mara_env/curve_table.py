@@ -11,21 +11,27 @@ from curves.bank import CurveBank
 
 class CurveTable:
     """``loss[r, s]`` = L(s) of curve ``r`` for s = 1 … length, held at its last value beyond the curve's end
-    (a task never runs past its budget, which the curve covers); column 0, "no batch yet", is 0.
+    (no task runs past its curve's end); column 0, "no batch yet", is 0.
 
-    ``row`` maps a curve id to its row; ``log_batch_size`` and ``log_lr`` hold the per-curve features.
+    ``row`` maps a curve id to its row; ``log_batch_size`` and ``log_lr`` hold the per-curve features,
+    ``length`` each curve's batches and ``family`` the index of its family in ``families`` (the bank's, sorted).
     """
 
     def __init__(self, bank: CurveBank):
         ids = sorted(bank.records)
         self.row = {cid: i for i, cid in enumerate(ids)}
         self.loss = np.zeros((len(ids), bank.max_length + 1), dtype=np.float64)
+        self.length = np.zeros(len(ids), dtype=np.int64)
         for i, cid in enumerate(ids):
             curve = bank.cumavg(cid)
+            self.length[i] = curve.size
             self.loss[i, 1: curve.size + 1] = curve
             self.loss[i, curve.size + 1:] = curve[-1]
         self.log_batch_size = np.log([float(bank.records[cid].batch_size) for cid in ids])
         self.log_lr = np.log([float(bank.records[cid].lr) for cid in ids])
+        self.families = tuple(sorted({bank.records[cid].family for cid in ids}))
+        index = {name: i for i, name in enumerate(self.families)}
+        self.family = np.array([index[bank.records[cid].family] for cid in ids], dtype=np.int64)
 
     def rows(self, curve_ids: tuple[str, ...]) -> np.ndarray:
         """Row indices of the listed curves (int64)."""

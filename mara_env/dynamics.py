@@ -8,7 +8,7 @@ N episodes' with a leading axis). What a state *means* lives here:
 * the conflict rule: which node picks are served (:func:`standing_picks`, and :func:`standing_picks_one`
   for one joint action in plain Python, where NumPy's per-call cost would dominate);
 * the per-slot task features and the global features, set by name (:mod:`mara_env.features`);
-* the episode metrics (paper §5.1, Table 4) and the per-task outcomes;
+* the episode metrics (paper §5.1, Table 4), those the options add, and the per-task outcomes;
 * the step's reward (paper Eq. 14) and info;
 * the distance of each task to its target along the replayed curve (the privileged view of experts).
 
@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from mara_env.config import MARAConfig
+from mara_env.curve_table import CurveTable
+from mara_env.fairness import fairness_metrics
 from mara_env.features import GLOBAL_FEATURE_INDEX as _G
 from mara_env.features import GLOBAL_FEATURES, NUM_GLOBAL_FEATURES
 from mara_env.shaping import log_progress, shaped_reward
@@ -31,7 +33,7 @@ from mara_env.shaping import log_progress, shaped_reward
 FUTURE, QUEUED, ACTIVE, SUCCEEDED, EXPIRED = range(5)
 STATUS_NAMES = ("not arrived", "queued", "running", "succeeded", "expired")
 """A task's status by name, indexed by the status code (``STATUS_NAMES[SUCCEEDED] == "succeeded"``)."""
-TOTALS = ("successes", "expirations", "conflicts", "busy", "queue_full", "waiting", "steps")
+TOTALS = ("successes", "expirations", "conflicts", "busy", "queue_full", "waiting", "steps", "setup")
 """The per-episode counters the metrics are computed from."""
 INFO_KEYS = ("successes", "expirations", "conflicts")
 """The counters every step's info holds (``repaired`` too with ``conflicts="repair"``)."""
@@ -183,6 +185,20 @@ def episode_metrics(totals: Mapping[str, int], num_nodes: int, t: int, arrival: 
         "conflicts": float(totals["conflicts"]),
         "steps": float(totals["steps"]),
     }
+
+
+def option_metrics(config: MARAConfig, totals: Mapping[str, int], table: CurveTable, curve_rows: np.ndarray,
+                   status: np.ndarray) -> dict[str, float]:
+    """The episode metrics the options add to :func:`episode_metrics` (none with the defaults): ``setup``, the
+    share of node-steps spent in setup, with a node option (``MARAConfig.node_options``); the fairness metrics
+    of :mod:`mara_env.fairness` with ``fairness_metrics=True``. ``curve_rows`` and ``status`` are the episode's
+    tasks' rows in ``table`` and their statuses."""
+    extra: dict[str, float] = {}
+    if config.node_options:
+        extra["setup"] = totals["setup"] / (config.num_nodes * max(totals["steps"], 1))
+    if config.fairness_metrics:
+        extra.update(fairness_metrics(table.families, table.family[curve_rows], status == SUCCEEDED))
+    return extra
 
 
 # ---------------------------------------------------------------------------------------------- reward, info

@@ -193,13 +193,23 @@ def action_picks(config: MARAConfig, action: Any, occupied: np.ndarray | None, b
     """The node picks (…, M) int64 an action asks for, after the checks of its ``config.actions`` mode:
     ``picks`` are checked by :func:`check_picks`; ``scores`` by :func:`check_scores`, then ranked into a
     matching over the ``occupied`` slots (:func:`mara_env.actions.scores_to_picks`; only this mode reads
-    ``occupied``). ``batch`` is the number of sub-envs of a vector env (``None``: one env)."""
+    ``occupied``; with ``node_speeds`` the highest-ranked slot goes to the fastest node, ties to the lower
+    index). ``batch`` is the number of sub-envs of a vector env (``None``: one env)."""
     m, k = config.num_nodes, config.max_active
     lead = () if batch is None else (batch,)
     if config.actions == "scores":
-        return scores_to_picks(check_scores(action, lead + (k,), name), occupied, m)
+        picks = scores_to_picks(check_scores(action, lead + (k,), name), occupied, m)
+        return picks if config.node_speeds is None else picks[..., _rank_of_node(config.speeds)]
     what = "one choice per node" if batch is None else "one choice per sub-env and node"
     return check_picks(action, lead + (m,), k, name, what)
+
+
+@lru_cache(maxsize=32)
+def _rank_of_node(speeds: tuple[int, ...]) -> np.ndarray:
+    """Each node's place when the nodes are ordered fastest first (ties to the lower index)."""
+    rank = np.argsort(np.argsort(-np.asarray(speeds), kind="stable"), kind="stable")
+    rank.flags.writeable = False
+    return rank
 
 
 def resolve_conflicts(config: MARAConfig, picks: np.ndarray, occupied: np.ndarray) -> tuple[np.ndarray, Any]:

@@ -41,6 +41,24 @@ GLOBAL_FEATURE_INDEX: dict[str, int] = {name: i for i, name in enumerate(GLOBAL_
 NUM_GLOBAL_FEATURES = len(GLOBAL_FEATURES)
 
 
+# With a node option set (``node_speeds`` other than 1, or ``switch_cost`` > 0; ``MARAConfig.node_options``) the
+# observation also carries ``nodes`` (M, 3) and ``slot_nodes`` (K, 2), float32, in this order (mara_env.service).
+NODE_FEATURES: tuple[str, ...] = (
+    "speed",        # batches the node runs per step
+    "last_pick",    # the pick that served a task at the previous step and would continue it (0: none, j: slot j-1)
+    "setup_left",   # setup steps that task still needs on this node (0 without one)
+)
+NODE_FEATURE_INDEX: dict[str, int] = {name: i for i, name in enumerate(NODE_FEATURES)}
+NUM_NODE_FEATURES = len(NODE_FEATURES)
+
+SLOT_NODE_FEATURES: tuple[str, ...] = (
+    "setup_left",   # setup steps before the slot's task runs a batch, if its last node serves it next (c otherwise)
+    "last_node",    # node i + 1 that served the task at the previous step, 0 when none did (and for an empty slot)
+)
+SLOT_NODE_FEATURE_INDEX: dict[str, int] = {name: i for i, name in enumerate(SLOT_NODE_FEATURES)}
+NUM_SLOT_NODE_FEATURES = len(SLOT_NODE_FEATURES)
+
+
 class SlotFeatures(Protocol):
     """Extra per-slot features a front end can append to its observation (``slot_features=`` of the Gymnasium,
     vector and PettingZoo envs; ``mara_agents.forecast_env`` passes a predictor's forecast).

@@ -4,12 +4,14 @@ RLlib's default encoders).
 Layout, for K slots and H history points (``flat_history``)::
 
     [ slot 0: TASK_FEATURES (11) | history (H) ] … [ slot K-1: … ] | GLOBAL_FEATURES (4)
-    | extra (K · F)? | node one-hot (M)?
+    | nodes (M · 3)? | slot_nodes (K · 2)? | extra (K · F)? | node one-hot (M)?
 
 The per-slot ``history`` block replaces the raw ``(K, H_max)`` loss array (by far the largest part of the dict
 observation) by the last H observed cumulative-average losses *before* the current one, as log-ratios to the
 current loss, ``log(L(s - j) / L(s))`` for j = 1 … H: scale-free, near 0 once a curve flattens, and 0 where
-fewer points exist (``batches_done`` and ``warmup`` tell how many). ``extra`` holds an env's
+fewer points exist (``batches_done`` and ``warmup`` tell how many). ``nodes`` and ``slot_nodes`` are the dict
+observation's entries of those names, node by node and slot by slot (``NODE_FEATURES`` and
+``SLOT_NODE_FEATURES`` of :mod:`mara_env.features`), present only with a node option set. ``extra`` holds an env's
 :class:`~mara_env.features.SlotFeatures` (the forecast env's), F values per slot, slot by slot; the plain
 ``MARA-v0`` has none. The node one-hot is appended only in the PettingZoo envs, so that one shared policy can
 tell the nodes apart.
@@ -26,26 +28,31 @@ from collections.abc import Mapping
 from typing import Any
 
 from mara_env.dynamics import TINY
-from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES, SlotFeatures
+from mara_env.features import NUM_GLOBAL_FEATURES, NUM_NODE_FEATURES, NUM_SLOT_NODE_FEATURES, NUM_TASK_FEATURES, \
+    SlotFeatures
 
 # Finite bounds (checkers and some RL libraries reject infinite boxes); losses, log-ratios and budgets of
 # any realistic bank lie far inside them.
 VALUE_BOUND = 1e6
 
 
-def flat_size(num_slots: int, points: int, num_nodes: int = 0, extra: SlotFeatures | None = None) -> int:
-    """Length of the flat vector (``extra`` adds K · F values, ``num_nodes`` > 0 the node one-hot of the
-    PettingZoo envs)."""
+def flat_size(num_slots: int, points: int, num_nodes: int = 0, extra: SlotFeatures | None = None,
+              nodes: int = 0) -> int:
+    """Length of the flat vector (``nodes`` = M > 0 adds the node features of the node options, ``extra``
+    K · F values, ``num_nodes`` > 0 the node one-hot of the PettingZoo envs)."""
     extra_size = 0 if extra is None else num_slots * len(extra.names)
-    return num_slots * (NUM_TASK_FEATURES + points) + NUM_GLOBAL_FEATURES + extra_size + num_nodes
+    node_size = 0 if nodes == 0 else nodes * NUM_NODE_FEATURES + num_slots * NUM_SLOT_NODE_FEATURES
+    return num_slots * (NUM_TASK_FEATURES + points) + NUM_GLOBAL_FEATURES + node_size + extra_size + num_nodes
 
 
-def flat_space(num_slots: int, points: int, num_nodes: int = 0, extra: SlotFeatures | None = None) -> spaces.Box:
-    """The ``Box`` of :func:`flatten_observation`'s output (plus the node one-hot when ``num_nodes`` > 0)."""
-    size = flat_size(num_slots, points, num_nodes, extra)
+def flat_space(num_slots: int, points: int, num_nodes: int = 0, extra: SlotFeatures | None = None,
+               nodes: int = 0) -> spaces.Box:
+    """The ``Box`` of :func:`flatten_observation`'s output (plus the node one-hot when ``num_nodes`` > 0; the
+    node features when ``nodes`` = M > 0)."""
+    size = flat_size(num_slots, points, num_nodes, extra, nodes)
     low, high = np.full(size, -VALUE_BOUND, np.float32), np.full(size, VALUE_BOUND, np.float32)
     if extra is not None:
-        start = flat_size(num_slots, points)
+        start = flat_size(num_slots, points, nodes=nodes)
         stop = start + num_slots * len(extra.names)
         low[start:stop], high[start:stop] = np.tile(extra.low, num_slots), np.tile(extra.high, num_slots)
     return spaces.Box(low, high, (size,), np.float32)
@@ -80,18 +87,25 @@ def history_log_ratios(history: np.ndarray, history_len: np.ndarray, points: int
 def flatten_observation(observation: Mapping[str, np.ndarray], points: int,
                         extra: np.ndarray | None = None) -> np.ndarray:
     """The flat float32 vector ``(..., flat_size(K, points))`` of a dict observation (without node one-hot);
-    ``extra`` (…, K, F) slot features are appended after the global features."""
+    its ``nodes`` and ``slot_nodes`` entries, when present, follow the global features, then ``extra``
+    (…, K, F) slot features."""
     tasks = np.asarray(observation["tasks"])
     lead, (num_slots, num_features) = tasks.shape[:-2], tasks.shape[-2:]
     extra_size = 0 if extra is None else num_slots * np.shape(extra)[-1]
+    nodes = observation.get("nodes")
+    node_size = 0 if nodes is None else np.shape(nodes)[-2] * NUM_NODE_FEATURES + num_slots * NUM_SLOT_NODE_FEATURES
     per_slot_size = num_slots * (num_features + points)
-    flat = np.empty((*lead, per_slot_size + NUM_GLOBAL_FEATURES + extra_size), dtype=np.float32)
+    start = per_slot_size + NUM_GLOBAL_FEATURES
+    flat = np.empty((*lead, start + node_size + extra_size), dtype=np.float32)
     per_slot = flat[..., :per_slot_size].reshape(*lead, num_slots, num_features + points)
     per_slot[..., :num_features] = tasks
     per_slot[..., num_features:] = history_log_ratios(observation["history"], observation["history_len"], points)
-    flat[..., per_slot_size:per_slot_size + NUM_GLOBAL_FEATURES] = observation["global"]
+    flat[..., per_slot_size:start] = observation["global"]
+    if node_size:
+        node_values = [np.reshape(observation[key], (*lead, -1)) for key in ("nodes", "slot_nodes")]
+        flat[..., start:start + node_size] = np.concatenate(node_values, axis=-1)
     if extra is not None:
-        flat[..., per_slot_size + NUM_GLOBAL_FEATURES:] = np.asarray(extra).reshape(*lead, extra_size)
+        flat[..., start + node_size:] = np.asarray(extra).reshape(*lead, extra_size)
     return np.clip(flat, -VALUE_BOUND, VALUE_BOUND, out=flat)
 
 

@@ -10,7 +10,8 @@ from gymnasium import spaces
 
 from mara_env.config import MARAConfig, resolve_config
 from mara_env.engine import action_picks
-from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES, SlotFeatures
+from mara_env.features import NODE_FEATURE_INDEX, NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES, SLOT_NODE_FEATURE_INDEX, \
+    SlotFeatures
 from mara_env.flat import VALUE_BOUND, extra_space, flat_space, format_observation
 from mara_env.frontend import RENDER_FPS, RENDER_MODES, FrontEnd
 from mara_env.workload import Episode
@@ -27,6 +28,22 @@ def observation_spaces(num_slots: int, history_width: int) -> dict[str, spaces.S
     }
 
 
+def node_spaces(config: MARAConfig) -> dict[str, spaces.Space]:
+    """The ``nodes`` (M, 3) and ``slot_nodes`` (K, 2) entries the node options add (``mara_env.service``),
+    each feature bounded by what it can hold (setup by max(c, 1), so that no bound is empty); none with the
+    defaults."""
+    if not config.node_options:
+        return {}
+    m, k, cost = config.num_nodes, config.max_active, max(config.switch_cost, 1)
+    node_high = np.zeros(len(NODE_FEATURE_INDEX), dtype=np.float32)
+    node_high[[NODE_FEATURE_INDEX[name] for name in ("speed", "last_pick", "setup_left")]] = (max(config.speeds), k,
+                                                                                              cost)
+    slot_high = np.zeros(len(SLOT_NODE_FEATURE_INDEX), dtype=np.float32)
+    slot_high[[SLOT_NODE_FEATURE_INDEX[name] for name in ("setup_left", "last_node")]] = (cost, m)
+    return {"nodes": spaces.Box(np.zeros((m, node_high.size), np.float32), np.tile(node_high, (m, 1))),
+            "slot_nodes": spaces.Box(np.zeros((k, slot_high.size), np.float32), np.tile(slot_high, (k, 1)))}
+
+
 def gym_action_space(config: MARAConfig) -> spaces.Space:
     """``MultiDiscrete([K + 1] * M)`` for ``actions="picks"``, ``Box(-1, 1, (K,))`` slot scores for ``"scores"``."""
     m, k = config.num_nodes, config.max_active
@@ -36,12 +53,13 @@ def gym_action_space(config: MARAConfig) -> spaces.Space:
 def gym_observation_space(config: MARAConfig, history_width: int, extra: SlotFeatures | None = None) -> spaces.Space:
     """The Gymnasium env's observation space in ``config.observation``'s format, with ``extra`` slot features."""
     m, k = config.num_nodes, config.max_active
-    flat = flat_space(k, config.flat_history, extra=extra)
+    flat = flat_space(k, config.flat_history, extra=extra, nodes=m if config.node_options else 0)
     if config.observation == "flat":
         return flat
     if config.observation == "rllib":
         return spaces.Dict({"observations": flat, "action_mask": spaces.Box(0, 1, (m * (k + 1),), np.int8)})
-    entries = {"action_mask": spaces.Box(0, 1, (m, k + 1), np.int8), **observation_spaces(k, history_width)}
+    entries = {"action_mask": spaces.Box(0, 1, (m, k + 1), np.int8), **observation_spaces(k, history_width),
+               **node_spaces(config)}
     if extra is not None:
         entries[extra.key] = extra_space(extra, k)
     return spaces.Dict(entries)
@@ -85,6 +103,10 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     | budget        | (K,)          | float32 | available time B of the slot's task (0 when empty)               |
     | global        | (4,)          | float32 | M / M_max, active / K, queued / K, t / T                         |
 
+    With ``node_speeds`` or ``switch_cost`` set, the dict also holds ``nodes`` (M, 3) (speed, last pick,
+    setup left) and ``slot_nodes`` (K, 2) (setup left, last node), float32, and the flat vector carries them
+    after the global features (``mara_env.features.NODE_FEATURES``, ``mara_env.service``).
+
     H_max is the length of the longest curve in the bank. ``observation="flat"``: one float32 ``Box`` of
     K · (11 + H) + 4 values, the last H = ``flat_history`` losses as log-ratios to the current one (see
     ``mara_env.flat``); the mask comes from ``action_masks()``. ``observation="rllib"``:
@@ -114,7 +136,8 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ``gym.make("MARA-v0", render_mode=None, slot_features=None, **fields)`` where fields are those of
     :class:`mara_env.config.MARAConfig` (``num_nodes=7, max_active=10, arrival_prob=0.04,
     arrival_window=500, task_set="id", reward="shaped", shaping_beta=0.1, bank=None, workload=None,
-    conflicts="idle", observation="dict", flat_history=16, ...``), or ``config=MARAConfig(...)``.
+    conflicts="idle", observation="dict", flat_history=16, node_speeds=None, switch_cost=0,
+    fairness_metrics=False, ...``), or ``config=MARAConfig(...)``.
     ``render_mode="ansi"`` returns a text table of slots, queue and nodes; ``"rgb_array"`` a Gantt chart of
     the episode so far (nodes × time above, task windows with successes and expiries below) as an RGB
     array; ``"human"`` shows that chart in a matplotlib window after every step. ``slot_features`` (a

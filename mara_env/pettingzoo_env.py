@@ -17,7 +17,7 @@ from mara_env.config import MARAConfig, resolve_config
 from mara_env.features import SlotFeatures
 from mara_env.flat import extra_space, flat_space, flatten_observation, node_one_hot
 from mara_env.frontend import RENDER_FPS, RENDER_MODES, FrontEnd
-from mara_env.gym_env import observation_spaces
+from mara_env.gym_env import node_spaces, observation_spaces
 
 AGENT_REWARDS = ("team", "share")
 
@@ -48,11 +48,12 @@ class _NodeSpaces:
         m, k = self.config.num_nodes, self.config.max_active
         self.possible_agents = [f"node_{i}" for i in range(m)]
         self.agent_index = {agent: i for i, agent in enumerate(self.possible_agents)}
-        flat = flat_space(k, self.config.flat_history, m, slot_features)
+        flat = flat_space(k, self.config.flat_history, m, slot_features, m if self.config.node_options else 0)
         extra = {} if slot_features is None else {slot_features.key: extra_space(slot_features, k)}
         obs_space = {
             "dict": spaces.Dict({
                 "observation": spaces.Dict({**observation_spaces(k, self.engine.sim.history_width),
+                                            **node_spaces(self.config),
                                             "picks": spaces.Box(-1, k, (m,), np.int64), **extra}),
                 "action_mask": spaces.Box(0, 1, (k + 1,), np.int8)}),
             "flat": flat,

@@ -10,6 +10,10 @@ Step order, fixed and tested (tests/env/test_dynamics.py):
 6. the queue fills free slots, lowest slot index first;
 7. observe.
 
+With a node option (``node_speeds``, ``switch_cost``; ``MARAConfig.node_options``) phase 1 follows
+:mod:`mara_env.service` instead: a served task spends the step in setup or runs up to its node's speed in
+batches, stopping at its first success.
+
 Slot identity is stable while a task lives, so policies may track a task by its slot.
 """
 
@@ -24,10 +28,11 @@ from curves.bank import CurveBank
 from mara_env.config import MARAConfig
 from mara_env.curve_table import curve_table
 from mara_env.dynamics import (ACTIVE, EXPIRED, FUTURE, QUEUED, SERVED_FEATURES, STATUS_NAMES, SUCCEEDED, TOTALS,
-                                episode_metrics, first_crossings, global_features, progress_table, queue_wait,
-                                remaining_time, standing_picks_one, task_outcomes)
+                                episode_metrics, first_crossings, global_features, option_metrics, progress_table,
+                                queue_wait, remaining_time, standing_picks_one, task_outcomes)
 from mara_env.features import NUM_TASK_FEATURES
 from mara_env.features import TASK_FEATURE_INDEX as _F
+from mara_env.service import became_ready, history_writes, loss_window, node_views, run_batches, setup_steps
 from mara_env.shaping import potential
 from mara_env.workload import Episode
 
@@ -54,6 +59,8 @@ class Simulator:
         self.num_nodes = config.num_nodes
         self.num_slots = config.max_active
         self.history_width = bank.max_length
+        self.node_options = config.node_options
+        self.speeds = np.array(config.speeds, dtype=np.int64)
         # Counts the states this simulator has been in: each load and each step starts a new one. What is
         # derived from a state (the observation here, the PettingZoo envs' flat vector) is keyed on it.
         self.state_index = 0
@@ -73,6 +80,7 @@ class Simulator:
         # loss[k, s] = L_k(s) for s = 1..length (column 0, "no batch yet", stays 0).
         curves = curve_table(self.bank)
         rows = curves.rows(episode.curve)
+        self.curves, self.curve_rows = curves, rows
         self.loss_table = curves.loss[rows]
         self.arrival = episode.arrival
         self.budget = episode.budget
@@ -104,6 +112,9 @@ class Simulator:
         self.totals = dict.fromkeys(TOTALS, 0)
         self._crossings: np.ndarray | None = None  # first_crossings of the episode, computed on first use
         self.last_served: tuple[int, ...] = ()
+        if self.node_options:  # per task: the node that served it at the previous step (-1: none), its setup left
+            self.served_by = np.full(n, -1, dtype=np.int64)
+            self.setup_left = np.zeros(n, dtype=np.int64)
         self._arrive()
         self._admit()
         # Which slots hold a task as of this state (what the next step, Φ and the observation read; the
@@ -129,7 +140,10 @@ class Simulator:
         self.totals["conflicts"] += conflicts
         self.last_served = tuple(served)
 
-        successes = self._execute(np.asarray(served, dtype=np.int64)) if served else 0
+        if self.node_options:
+            successes = self._serve_nodes(stands, served)
+        else:
+            successes = self._execute(np.asarray(served, dtype=np.int64)) if served else 0
         expirations = self._expire()
         self.t += 1
         self._arrive()
@@ -150,6 +164,35 @@ class Simulator:
         if ready.any():
             self.ready_at[tasks[ready]] = self.t + 1
         won = new_loss <= self.eps[tasks]
+        count = int(won.sum())
+        if count:
+            self._leave(slots[won], tasks[won], SUCCEEDED)
+            self.totals["successes"] += count
+        return count
+
+    def _serve_nodes(self, stands: list[bool], served: list[int]) -> int:
+        """Phases 1–2 with a node option: each served task spends the step in setup or runs its node's batches
+        (:mod:`mara_env.service`), then successes leave."""
+        nodes = np.flatnonzero(stands)
+        slots = np.asarray(served, dtype=np.int64)
+        tasks = self.slot_task[slots]
+        left, runs = setup_steps(self.served_by[tasks] == nodes, self.setup_left[tasks], self.config.switch_cost)
+        self.served_by.fill(-1)
+        self.served_by[tasks] = nodes
+        self.setup_left[tasks] = left
+        self.totals["setup"] += int(runs.size - np.count_nonzero(runs))
+        return self._run_batches(slots[runs], tasks[runs], self.speeds[nodes[runs]]) if runs.any() else 0
+
+    def _run_batches(self, slots: np.ndarray, tasks: np.ndarray, speed: np.ndarray) -> int:
+        """Up to ``speed`` batches of each listed task, every loss observed, stopping at its first success."""
+        width = self.loss_table.shape[1] - 1
+        start = self.batches[tasks]
+        window = loss_window(self.loss_table.reshape(-1), tasks * (width + 1), start, width, int(speed.max()))
+        end, won = run_batches(window, start, speed, self.curves.length[self.curve_rows[tasks]], self.eps[tasks])
+        self.batches[tasks] = end
+        written, losses = history_writes(slots * self.history.shape[1], start, end, window)
+        self.history.reshape(-1)[written] = losses
+        self.ready_at[tasks[became_ready(start, end, self.config.warmup_observations)]] = self.t + 1
         count = int(won.sum())
         if count:
             self._leave(slots[won], tasks[won], SUCCEEDED)
@@ -255,13 +298,22 @@ class Simulator:
         budget = np.zeros(self.num_slots, dtype=np.float32)
         budget[occupied] = self.budget[tasks]
         glob = global_features(self.config, tasks.size, len(self.queue), self.t)
-        return {"action_mask": mask, "tasks": features, "history": self.history,
-                "history_len": history_len, "budget": budget, "global": glob}
+        observation = {"action_mask": mask, "tasks": features, "history": self.history,
+                       "history_len": history_len, "budget": budget, "global": glob}
+        if self.node_options:
+            served_by = np.full(self.num_slots, -1, dtype=np.int64)
+            setup_left = np.zeros(self.num_slots, dtype=np.int64)
+            served_by[occupied], setup_left[occupied] = self.served_by[tasks], self.setup_left[tasks]
+            observation["nodes"], observation["slot_nodes"] = node_views(
+                served_by, setup_left, occupied, self.config.speeds, self.config.switch_cost)
+        return observation
 
     def metrics(self) -> dict[str, float]:
         """Per-episode metrics (:func:`mara_env.dynamics.episode_metrics`); meaningful once the episode has
         terminated."""
-        return episode_metrics(self.totals, self.num_nodes, self.t, self.arrival, self.left_at, self.ready_at)
+        metrics = episode_metrics(self.totals, self.num_nodes, self.t, self.arrival, self.left_at, self.ready_at)
+        metrics.update(option_metrics(self.config, self.totals, self.curves, self.curve_rows, self.status))
+        return metrics
 
     def task_outcomes(self) -> tuple[str, ...]:
         """Each task's status by name (``succeeded``, ``expired``, ``running``, ``queued`` or ``not arrived``),

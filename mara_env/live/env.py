@@ -111,6 +111,10 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise ValueError(f"the live env offers observation='dict' only, got {self.config.observation!r}")
         if self.config.actions != "picks":
             raise ValueError(f"the live env takes one pick per node (actions='picks'), got {self.config.actions!r}")
+        if self.config.node_options:
+            raise ValueError(f"node_speeds={self.config.node_speeds!r} and switch_cost={self.config.switch_cost!r} are "
+                             "simulator options; the live env runs one real batch per served node and step, so "
+                             "leave them at their defaults")
         m, k = self.config.num_nodes, self.config.max_active
         self.jobs = check_jobs(jobs) if jobs is not None else None
         reference = cached_bank(str(self.settings.reference_bank or DEFAULT_BANK))

@@ -71,3 +71,19 @@ def test_a_fixed_number_of_steps_stops_there(steps):
 
 def test_no_episodes_give_no_rows_and_build_no_env():
     assert play_episodes([], []) == []
+
+
+def test_played_rows_carry_the_metrics_the_env_options_add(bank_dir):
+    from curves.bank import load_bank
+    from mara_agents import FIFOPolicy
+    from mara_env.tasksets import TASK_SETS
+
+    bank = load_bank(bank_dir)
+    episodes = [TASK_SETS["id"].sample(bank, np.random.default_rng(seed), 0.1, 40, ("test",)) for seed in (0, 1)]
+    rows = play_episodes([FIFOPolicy(), FIFOPolicy()], episodes, bank=str(bank_dir), arrival_window=40,
+                         node_speeds=(1, 2, 1, 1, 1, 1, 3), switch_cost=1, fairness_metrics=True)
+    assert len(rows) == 2
+    for row in rows:
+        assert 0.0 < row["setup"] < 1.0 and 0.0 < row["jain_index"] <= 1.0
+        assert row["min_family_success_rate"] <= row["success_rate"] <= 1.0
+        assert row["return"] == pytest.approx(row["successes"], abs=1e-9)

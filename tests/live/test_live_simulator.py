@@ -110,7 +110,8 @@ def test_bad_live_settings_name_the_field(field, value):
         LiveSettings(**{field: value})
 
 
-@pytest.mark.parametrize("setting", [{"observation": "flat"}, {"actions": "scores"}])
+@pytest.mark.parametrize("setting", [{"observation": "flat"}, {"actions": "scores"},
+                                     {"node_speeds": (2, 1, 1, 1, 1, 1, 1)}, {"switch_cost": 1}])
 def test_the_live_env_refuses_what_it_does_not_offer_before_starting_ray(setting):
     from mara_env.live.env import LiveMARAEnv
 

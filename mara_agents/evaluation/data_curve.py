@@ -4,12 +4,12 @@ Each *point* is a training-set size: the FM predictor, and the learned allocator
 first N ``train`` curves per ID family (docs/data_curve.md gives the protocol and its rules). Every point is
 scored on the same ``val`` curves (never ``test``):
 
-* FM's capped MAE and budget-success accuracy, with 95 % curve-bootstrap intervals, on all the chosen
+* FM's capped MAE and budget-success accuracy, with curve-bootstrap confidence intervals, on all the chosen
   ``val`` curves and, apart, on the held-out index range that no FM selected a step on
   (:mod:`mara_agents.predictors.curve_scores`);
 * FM-slack's (over that point's FM) and the learned allocator's success on ``val`` workloads of the ID
   mixture at each load, drawn once per bank with the check seed, and the learned allocator minus FM-slack,
-  paired by root (mean and 95 % t-interval over roots).
+  paired by root (mean and t confidence interval over roots; every interval here has level 0.95).
 
 Results go to ``<out>/data_curve.json`` point by point (a rerun skips the points already there), then to
 ``data_curve.md`` and ``data_curve.png``.

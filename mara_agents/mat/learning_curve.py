@@ -4,7 +4,7 @@
 rule. This command scores every snapshot of each run, greedily, on that run's own validation workloads
 (``validation.json`` and ``validation_stress.json`` in the run directory: ``val`` curves only). The score
 is the one the checkpoint rule uses. It then summarises each method over its seeds at every step: the
-mean, and a 95 % t-interval over seeds. Scores go to ``<out>/learning_curve.csv`` one snapshot at a
+mean, and its t confidence interval (level 0.95) over seeds. Scores go to ``<out>/learning_curve.csv`` one snapshot at a
 time, and a rerun skips the snapshots already scored, so an interrupted scoring resumes.
 ``<out>/learning_curve.md`` and ``.png`` hold the summary.
 
@@ -94,7 +94,7 @@ def score_runs(run_dirs: Sequence[Path], out: Path) -> list[dict[str, str]]:
 
 
 def summarise(rows: Sequence[dict[str, str]]) -> dict[str, list[tuple[int, float, float, int]]]:
-    """Per method: (step, mean, 95 % t half-width over seeds, seeds) at every step all its seeds reached."""
+    """Per method: (step, mean, t half-width over seeds, seeds) at every step all its seeds reached."""
     by_method: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         by_method[row["method"]][int(row["step"])].append(100.0 * float(row["score"]))
@@ -107,7 +107,7 @@ def summarise(rows: Sequence[dict[str, str]]) -> dict[str, list[tuple[int, float
 
 
 def half_width(values: Sequence[float]) -> float:
-    """The 95 % t-interval's half-width of the mean (NaN for one value)."""
+    """The half-width of the mean's t confidence interval at level 0.95 (NaN for one value)."""
     if len(values) < 2:
         return float("nan")
     return float(stats.t.ppf(0.975, len(values) - 1) * np.std(values, ddof=1) / np.sqrt(len(values)))
@@ -128,7 +128,7 @@ def at_steps(summary: dict[str, list[tuple[int, float, float, int]]], steps: Seq
 
 
 def plot(summary: dict[str, list[tuple[int, float, float, int]]], path: Path, marks: Sequence[int]) -> None:
-    """Mean validation success against env steps with a 95 % band over seeds, one line per method."""
+    """Mean validation success against env steps with its confidence band over seeds, one line per method."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -29,13 +29,13 @@ from mara_agents.predictors.bench import TASK_SETS, QuerySet, build_queries, for
 from mara_agents.predictors.fm.predictor import load_predictor
 from mara_agents.predictors.wls import WLSPredictor
 
-RESAMPLES = 2000  # curve-bootstrap draws: the 2.5 % and 97.5 % quantiles move by < 1 % of the CI beyond this
+RESAMPLES = 2000  # curve-bootstrap draws
 METRICS = ("mae", "accuracy")
 
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate and its 95 % curve-bootstrap interval."""
+    """A point estimate and its curve-bootstrap confidence interval (level 0.95)."""
 
     value: float
     low: float
@@ -117,7 +117,7 @@ def _cell(interval: Interval, digits: int) -> str:
 def format_scores(rows: Sequence[CurveScores], paired: Mapping[str, Mapping[str, Interval]]) -> str:
     """A Markdown table: each predictor's scores, then its paired difference from the first row's."""
     first = rows[0].model
-    lines = [f"| model | curves | prefixes | capped MAE [95 % CI] | Acc. (%) | MAE − {first} | Acc. − {first} |",
+    lines = [f"| model | curves | prefixes | capped MAE [CI] | Acc. (%) | MAE − {first} | Acc. − {first} |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         diff = paired.get(row.model)

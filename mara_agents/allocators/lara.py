@@ -172,13 +172,15 @@ class LARAPolicy(PredictiveAllocator):
         return serve_in_order(order, num_nodes)
 
     def decide_on_nodes(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
-        """LARA with node speeds and switching costs (``docs/agents.md``, "Node speeds and switching costs"):
-        each ready task's window is its steps to the deadline less the setup it still needs (on its own node
-        when it is running, c otherwise), its demand is clipped at the batches the fastest node runs in that
-        window, and the subset is the largest that passes the relaxed test of :func:`largest_feasible_subset`
-        on the nodes left after the warm-up reservation (the slowest node).  The same tasks as on identical
-        nodes are then served, the subset first in deadline order, and :func:`~mara_agents.allocators.nodes.place`
-        puts the subset on the nodes before the warm-up tasks."""
+        """LARA with node speeds and switching costs (``docs/agents.md``, "Node speeds and switching costs").
+
+        Each ready task's window is its steps to the deadline less the setup it still needs (on its own node
+        when it is running, c otherwise); its demand is clipped at the batches the slowest node runs in that
+        window (LARA's clip: a task forecast never to finish counts as holding a node for its whole window, not
+        the fast node); the subset is the largest that passes the relaxed test of
+        :func:`largest_feasible_subset` on the nodes left after the warm-up reservation (the slowest node).
+        Tasks are served as on identical nodes (the reserved warm-up task, the subset, spare warm-up tasks), and
+        :func:`~mara_agents.allocators.nodes.place` puts the subset on the nodes before the warm-up tasks."""
         view = self.switch.view(observation)
         num_nodes = view.speed.size
         slots = present_slots(observation)
@@ -190,7 +192,8 @@ class LARAPolicy(PredictiveAllocator):
         ready = ~warm
         wanted = np.ceil(predicted[slots])
         # A task whose setup alone outlasts its deadline keeps a demand it cannot meet and is dropped.
-        demand = np.where(window > 0, np.minimum(wanted, window * view.fastest), np.maximum(wanted, 1)).astype(np.int64)
+        clipped = np.minimum(wanted, window * view.slowest)
+        demand = np.where(window > 0, clipped, np.maximum(wanted, 1)).astype(np.int64)
         keep = np.flatnonzero(ready)[largest_feasible_subset(demand[ready], window[ready], capacity, view.fastest)]
         served = np.concatenate([warm_order[:reserved], slots[keep], warm_order[reserved:]])[:num_nodes]
         placement = np.concatenate([served[np.isin(served, slots[keep])], served[~np.isin(served, slots[keep])]])

@@ -67,6 +67,11 @@ class NodeView:
         return int(self.speed.max())
 
     @property
+    def slowest(self) -> int:
+        """The lowest node speed."""
+        return int(self.speed.min())
+
+    @property
     def sticky(self) -> bool:
         """Does moving a running task cost setup (c > 0, or c not known)?"""
         return self.switch_cost != 0

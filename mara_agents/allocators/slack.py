@@ -50,7 +50,8 @@ def slack_order(observation: dict[str, np.ndarray], predicted: np.ndarray) -> np
     return slots[np.lexsort((within, group))]
 
 
-PLACEMENT_RANK = np.array([1, 0, 2])  # by group (WARMUP, FITS, SHORT): with node features fitting tasks are placed first
+# With node features, who is placed first, by group (WARMUP, FITS, SHORT): fitting tasks, then warm-up, then short.
+PLACEMENT_RANK = np.array([1, 0, 2])
 
 
 def node_slack_action(observation: dict[str, np.ndarray], predicted: np.ndarray, view: NodeView) -> np.ndarray:

@@ -52,6 +52,19 @@ def test_the_fastest_node_gets_the_tightest_task_that_fits_only_there():
     assert policy.decide(observation, predicted).tolist() == [1, 4, 3]
 
 
+def test_lara_puts_its_feasible_subset_on_the_fast_node_before_the_warm_up_task():
+    # Nodes of speed (4, 1), c = 0. Slot 0 is in warm-up (2 observations, l 50) and takes the reserved node;
+    # slot 1 (l 10, r 30) fits only at speed 4 (⌈30/4⌉ = 8 steps). Its demand min(30, 1 · 10) = 10 passes the
+    # relaxed test on the node left after the reservation (4 batches per step: 10 ≤ 4 · 10). Placed first, it
+    # takes node 0 (8 steps against 30); on identical nodes node 0 would serve the warm-up task.
+    observation = hand_observation(history_len=[2, 10], remaining_steps=[50, 10], nodes=2)
+    predicted = np.array([100.0, 30.0])
+    policy = LARAPolicy(WLSPredictor())
+    nodes = with_nodes(observation, speeds=[4, 1], last_node=[0, 0], setup_left=[0, 0])
+    assert policy.decide(nodes, predicted).tolist() == [2, 1]
+    assert policy.decide(observation, predicted).tolist() == [1, 2]
+
+
 def _running_and_fresh(remaining_running: float, switch_cost: int):
     # Nodes of speed (1, 4, 1). Slot 0 runs on node 0 (l 30); slot 1 (l 50, r 1) waits with setup c.
     observation = hand_observation(history_len=[10, 10], remaining_steps=[30, 50], nodes=3)
@@ -176,7 +189,8 @@ def test_default_options_give_exactly_the_actions_of_the_rules_on_identical_node
             assert "nodes" not in observation and "slot_nodes" not in observation
             fifo, edf, slack, lara = (policy.act(observation) for policy in policies)
             budget = np.rint(observation["budget"]).astype(np.int64)
-            left = np.rint(observation["budget"] * observation["tasks"][:, TASK_FEATURE_INDEX["remaining_time"]]).astype(np.int64)
+            share = observation["tasks"][:, TASK_FEATURE_INDEX["remaining_time"]]
+            left = np.rint(observation["budget"] * share).astype(np.int64)
             slots = np.flatnonzero(observation["tasks"][:, TASK_FEATURE_INDEX["present"]] > 0)
             by_deadline = slots[np.lexsort((slots, left[slots]))]
             by_arrival = slots[np.lexsort((slots, -(budget - left)[slots]))]

@@ -89,10 +89,6 @@ class NodeView:
         runs = np.ceil(np.maximum(np.asarray(remaining, dtype=np.float64), 0.0)[:, None] / self.speed[None, :])
         return self.setup(slots) + runs
 
-    def best_steps(self, slots: np.ndarray, remaining: np.ndarray) -> np.ndarray:
-        """(n,) the fewest steps each listed task needs on any node (:meth:`steps_needed`)."""
-        return self.steps_needed(slots, remaining).min(axis=1)
-
 
 class SwitchCost:
     """c as the observations show it: read from a slot whose task no node served at the previous step, else

@@ -172,7 +172,7 @@ def evaluate_workload(policy: Policy, workload: str | Path, *, bank: str | Path 
     rows = []
     for index, metrics in zip(indices, played):
         episode = loaded.episodes[index]
-        feasible = oracle_successes(episode, curves)
+        feasible = oracle_successes(episode, curves, config.node_speeds, config.switch_cost)
         rows.append({**metrics, "root": episode.root, "episode": episode.index,
                      "oracle_successes": float(feasible.sum()),
                      "oracle_rate": float(feasible.mean()) if feasible.size else float("nan")})

@@ -20,6 +20,7 @@ Slot identity is stable while a task lives, so policies may track a task by its 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -352,8 +353,19 @@ class Simulator:
         return rows
 
 
-def oracle_successes(episode: Episode, bank: CurveBank) -> np.ndarray:
-    """Independent feasibility (the Oracle bound): does each task's curve reach ε within B batches alone?"""
-    return np.array([bool(np.any(bank.cumavg(cid)[:budget] <= eps))
-                     for cid, eps, budget in zip(episode.curve, episode.eps.tolist(), episode.budget.tolist())],
-                    dtype=bool)
+def batch_allowance(budget: np.ndarray, node_speeds: Sequence[int] | None = None, switch_cost: int = 0) -> np.ndarray:
+    """The most batches each task can run before its deadline: alone on the fastest node, after one setup of
+    ``switch_cost`` steps, max(speeds) · (B − c) (B with the default options; never negative)."""
+    fastest = max(node_speeds) if node_speeds else 1
+    return fastest * np.maximum(np.asarray(budget, dtype=np.int64) - switch_cost, 0)
+
+
+def oracle_successes(episode: Episode, bank: CurveBank, node_speeds: Sequence[int] | None = None,
+                     switch_cost: int = 0) -> np.ndarray:
+    """Independent feasibility (the Oracle bound): does each task's curve reach ε alone, within the batches of
+    :func:`batch_allowance` (B batches with the default options; with the env options ``node_speeds`` and
+    ``switch_cost``, alone on the fastest node after one setup)?  No schedule can do better for a task: it
+    runs at most max(speeds) batches per step and none before a first setup of c steps."""
+    allowance = batch_allowance(episode.budget, node_speeds, switch_cost).tolist()
+    return np.array([bool(np.any(bank.cumavg(cid)[:limit] <= eps))
+                     for cid, eps, limit in zip(episode.curve, episode.eps.tolist(), allowance)], dtype=bool)

@@ -51,19 +51,21 @@ from functools import cache
 import numpy as np
 
 from mara_agents.allocators.naive import present_slots, serve_in_order, steps_to_deadline
+from mara_agents.allocators.nodes import SwitchCost, has_nodes, place
 from mara_agents.allocators.predictive import PredictiveAllocator
 from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
 from mara_agents.predictors.demand import Demand
 
 
-def _must_do(demand: np.ndarray, window: np.ndarray, horizon: np.ndarray) -> np.ndarray:
-    """(K, H) batches task k must run before each horizon L: max(0, r_k − max(0, l_k − L))."""
-    return np.maximum(0, demand[:, None] - np.maximum(0, window[:, None] - horizon[None, :]))
+def _must_do(demand: np.ndarray, window: np.ndarray, horizon: np.ndarray, rate: int = 1) -> np.ndarray:
+    """(K, H) batches task k must run before each horizon L: max(0, r_k − rate·max(0, l_k − L))."""
+    after = np.maximum(0, window[:, None] - horizon[None, :])
+    return np.maximum(0, demand[:, None] - (after if rate == 1 else rate * after))
 
 
-def _kinks(demand: np.ndarray, window: np.ndarray) -> np.ndarray:
-    """The positive horizons where the test's left side can change slope: every l_k and l_k − r_k."""
-    horizon = np.union1d(window, window - demand)
+def _kinks(demand: np.ndarray, window: np.ndarray, rate: int = 1) -> np.ndarray:
+    """The positive horizons where the test's left side can change slope: every l_k and l_k − r_k / rate."""
+    horizon = np.union1d(window, window - demand if rate == 1 else window - demand / rate)
     return horizon[horizon > 0]
 
 
@@ -89,8 +91,12 @@ def _subsets(count: int) -> tuple[np.ndarray, np.ndarray]:
     return bits.astype(np.float64), bits.sum(axis=1)
 
 
-def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: int) -> np.ndarray:
+def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: int, rate: int = 1) -> np.ndarray:
     """Indices of a largest feasible subset, in deadline order.
+
+    ``rate`` > 1 is the relaxed test of nodes with speeds (``docs/agents.md``, "Node speeds and switching
+    costs"): a task runs at most ``rate`` (the fastest speed) batches per step and ``num_nodes`` is then the
+    batches all nodes run per step (the sum of their speeds).
 
     Include/exclude tree search over tasks in (deadline, demand) order, include branch first; among equally large
     subsets the first one found wins, which prefers earlier deadlines and, at equal deadlines, smaller demands.
@@ -106,11 +112,11 @@ def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: i
     demand = np.asarray(demand, dtype=np.int64)
     window = np.asarray(window, dtype=np.int64)
     order = np.lexsort((demand, window))
-    order = order[demand[order] <= window[order]]
+    order = order[demand[order] <= rate * window[order]]
     if order.size == 0:
         return order
-    horizon = _kinks(demand[order], window[order])
-    must_do, capacity = _must_do(demand[order], window[order], horizon), num_nodes * horizon
+    horizon = _kinks(demand[order], window[order], rate)
+    must_do, capacity = _must_do(demand[order], window[order], horizon, rate), num_nodes * horizon
     if order.size <= WHOLE_TREE_UP_TO:
         subsets, sizes = _subsets(order.size)
         feasible = (subsets @ must_do.astype(np.float64) <= capacity).all(axis=1)
@@ -139,12 +145,19 @@ class LARAPolicy(PredictiveAllocator):
     def __init__(self, demand: Demand | Predictor, warmup: int = MIN_OBSERVATIONS):
         super().__init__(demand)
         self.warmup = warmup
+        self.switch = SwitchCost()
+
+    def reset(self) -> None:
+        """Forget the switching cost seen (:class:`~mara_agents.allocators.nodes.SwitchCost`)."""
+        self.switch.reset()
 
     def decide(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
         """LARA's rule (Wang et al., 2024, as adapted to M nodes in MARA §5.1; steps 1–4 of the module text):
         clipped demands, one node reserved for the earliest-deadline warm-up task, the largest deadline-feasible
         subset of the ready tasks served earliest deadline first, spare nodes to further warm-up tasks.
         ``predicted`` holds the slots' predicted remaining batches (K,)."""
+        if has_nodes(observation):
+            return self.decide_on_nodes(observation, predicted)
         num_nodes = observation["action_mask"].shape[0]
         slots = present_slots(observation)
         window = steps_to_deadline(observation, slots)
@@ -157,3 +170,31 @@ class LARAPolicy(PredictiveAllocator):
         chosen = slots[keep]  # already in deadline order
         order = np.concatenate([warm_order[:reserved], chosen, warm_order[reserved:]])
         return serve_in_order(order, num_nodes)
+
+    def decide_on_nodes(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
+        """LARA with node speeds and switching costs (``docs/agents.md``, "Node speeds and switching costs").
+
+        Each ready task's window is its steps to the deadline less the setup it still needs (on its own node
+        when it is running, c otherwise); its demand is clipped at the batches the slowest node runs in that
+        window (LARA's clip: a task forecast never to finish counts as holding a node for its whole window, not
+        the fast node); the subset is the largest that passes the relaxed test of
+        :func:`largest_feasible_subset` on the nodes left after the warm-up reservation (the slowest node).
+        Tasks are served as on identical nodes (the reserved warm-up task, the subset, spare warm-up tasks), and
+        :func:`~mara_agents.allocators.nodes.place` puts the subset on the nodes before the warm-up tasks."""
+        view = self.switch.view(observation)
+        num_nodes = view.speed.size
+        slots = present_slots(observation)
+        window = steps_to_deadline(observation, slots) - view.setup_left[slots]
+        warm = observation["history_len"][slots] < self.warmup
+        warm_order = slots[warm][np.argsort(window[warm], kind="stable")]
+        reserved = min(1, warm_order.size)
+        capacity = int(np.sort(view.speed)[reserved:].sum())
+        ready = ~warm
+        wanted = np.ceil(predicted[slots])
+        # A task whose setup alone outlasts its deadline keeps a demand it cannot meet and is dropped.
+        clipped = np.minimum(wanted, window * view.slowest)
+        demand = np.where(window > 0, clipped, np.maximum(wanted, 1)).astype(np.int64)
+        keep = np.flatnonzero(ready)[largest_feasible_subset(demand[ready], window[ready], capacity, view.fastest)]
+        served = np.concatenate([warm_order[:reserved], slots[keep], warm_order[reserved:]])[:num_nodes]
+        placement = np.concatenate([served[np.isin(served, slots[keep])], served[~np.isin(served, slots[keep])]])
+        return place(placement, view, view.steps_needed(placement, predicted[placement]))

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from mara_agents.allocators.nodes import SwitchCost, has_nodes, place
 from mara_env.features import TASK_FEATURE_INDEX
 
 _PRESENT = TASK_FEATURE_INDEX["present"]
@@ -45,28 +46,44 @@ def steps_since_arrival(observation: dict[str, np.ndarray], slots: np.ndarray) -
     return np.rint(observation["budget"][slots]).astype(np.int64) - steps_to_deadline(observation, slots)
 
 
-class FIFOPolicy:
+class RankingPolicy:
+    """A rule that serves the M first slots of a ranking (:meth:`rank`).  With node features
+    (:mod:`~mara_agents.allocators.nodes`) the same M tasks are served and placed in rank order: the fastest
+    free node to the first, and with a switching cost a running task keeps its node."""
+
+    def __init__(self) -> None:
+        self.switch = SwitchCost()
+
+    def reset(self) -> None:
+        """Forget the switching cost seen; the ranking itself is stateless."""
+        self.switch.reset()
+
+    def rank(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        """The occupied slots, most urgent first."""
+        raise NotImplementedError
+
+    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        order = self.rank(observation)
+        num_nodes = observation["action_mask"].shape[0]
+        if has_nodes(observation):
+            return place(order[:num_nodes], self.switch.view(observation))
+        return serve_in_order(order, num_nodes)
+
+
+class FIFOPolicy(RankingPolicy):
     """Serve the M earliest arrivals among active tasks."""
 
-    def reset(self) -> None:
-        """Stateless."""
-
-    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+    def rank(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         slots = present_slots(observation)
-        order = slots[np.argsort(-steps_since_arrival(observation, slots), kind="stable")]
-        return serve_in_order(order, observation["action_mask"].shape[0])
+        return slots[np.argsort(-steps_since_arrival(observation, slots), kind="stable")]
 
 
-class EDFPolicy:
+class EDFPolicy(RankingPolicy):
     """Serve the M active tasks with the earliest deadlines."""
 
-    def reset(self) -> None:
-        """Stateless."""
-
-    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+    def rank(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         slots = present_slots(observation)
-        order = slots[np.argsort(steps_to_deadline(observation, slots), kind="stable")]
-        return serve_in_order(order, observation["action_mask"].shape[0])
+        return slots[np.argsort(steps_to_deadline(observation, slots), kind="stable")]
 
 
 class RandomPolicy:

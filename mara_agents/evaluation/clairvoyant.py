@@ -25,6 +25,17 @@ two nodes in a step and every part starts on a whole step.  Hence the optimum is
 step-by-step schedule of one batch per node and step, and every run of the simulator is a feasible point:
 Oracle ≥ Clairvoyant ≥ successes of any policy, episode by episode.
 
+**Node speeds and switching costs** (the env options ``node_speeds``, ``switch_cost``).  A task runs at most
+v_max = max(speeds) batches per step (one node per step), all nodes together at most V = Σ speeds, and no
+batch before c setup steps on the node that first serves it, so never before b_k + c.  The bound then solves
+the same program in batches with the window [b_k + c, d_k), X_{k,j} ≤ v_max ℓ_j and Σ_k X_{k,j} ≤ V ℓ_j, and
+drops a task with c_k > v_max (B_k − c).  Every run of the simulator is still a feasible point (count each
+task's batches per interval), so it stays an upper bound on every policy, and below the Oracle (same drop
+rule).  It is a relaxation, not exact: it lets a task's batches spread over nodes of different speeds as if
+capacity were one pool, and it charges no node time for setups after the first or for the setup steps
+themselves (a node in setup runs no batch); an exact model needs per-node, per-step variables with setup
+states, far too large for every evaluated episode.  With the default options it is exactly the program above.
+
 **What it leaves out.**  The bound knows every curve in advance (no prediction error, no probing) and it
 ignores the K-slot admission limit: in the simulator at most K tasks are active, later arrivals wait in a
 FIFO queue, and a task holds its slot until it succeeds or expires, so a realisable policy can be blocked
@@ -35,20 +46,24 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
 
 from curves.bank import CurveBank
+from mara_env.simulator import batch_allowance
 from mara_env.workload import Episode
 
 
-def required_batches(episode: Episode, bank: CurveBank) -> np.ndarray:
-    """c_k: the first batch at which task k's cumulative-average loss reaches ε_k, or 0 if not within B_k."""
+def required_batches(episode: Episode, bank: CurveBank, node_speeds: Sequence[int] | None = None,
+                     switch_cost: int = 0) -> np.ndarray:
+    """c_k: the first batch at which task k's cumulative-average loss reaches ε_k, or 0 if not within the
+    batches it can run (B_k with the default options; :func:`mara_env.simulator.batch_allowance`)."""
     needed = np.zeros(len(episode), dtype=np.int64)
-    for k, (cid, eps, budget) in enumerate(zip(episode.curve, episode.eps.tolist(), episode.budget.tolist())):
-        hits = np.flatnonzero(bank.cumavg(cid)[:budget] <= eps)
+    allowance = batch_allowance(episode.budget, node_speeds, switch_cost).tolist()
+    for k, (cid, eps, limit) in enumerate(zip(episode.curve, episode.eps.tolist(), allowance)):
+        hits = np.flatnonzero(bank.cumavg(cid)[:limit] <= eps)
         needed[k] = hits[0] + 1 if hits.size else 0
     return needed
 
@@ -76,10 +91,13 @@ def solver_output_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def max_completions(arrival: np.ndarray, deadline: np.ndarray, needed: np.ndarray, num_nodes: int) -> np.ndarray:
+def max_completions(arrival: np.ndarray, deadline: np.ndarray, needed: np.ndarray, num_nodes: int,
+                    rate: int = 1) -> np.ndarray:
     """Which tasks an optimal clairvoyant schedule completes (boolean per task; ``needed == 0`` = infeasible).
 
-    Task k may be served in steps [arrival_k, deadline_k) and succeeds once it has ``needed_k`` batches.
+    Task k may run batches in steps [arrival_k, deadline_k), at most ``rate`` per step, and succeeds once it
+    has ``needed_k`` batches; ``num_nodes`` batches run per step in all (M unit-speed nodes; with speeds, the
+    relaxation of the module text: ``rate`` = the fastest speed, ``num_nodes`` = the sum of the speeds).
     """
     # Imported here, where a bound is solved: at module level SciPy's optimiser would add about 37 MiB to every
     # process that imports the evaluation, including those that never compute a bound.
@@ -87,7 +105,7 @@ def max_completions(arrival: np.ndarray, deadline: np.ndarray, needed: np.ndarra
     from scipy.sparse import coo_array
 
     chosen = np.zeros(needed.size, dtype=bool)
-    tasks = np.flatnonzero((needed > 0) & (needed <= deadline - arrival))
+    tasks = np.flatnonzero((needed > 0) & (needed <= rate * (deadline - arrival)))
     if tasks.size == 0:
         return chosen
     events = np.unique(np.concatenate([arrival[tasks], deadline[tasks]]))
@@ -98,15 +116,15 @@ def max_completions(arrival: np.ndarray, deadline: np.ndarray, needed: np.ndarra
     n, p = tasks.size, pair_task.size
     # Variables: y_0..y_{n-1}, then X for each pair.
     cost = np.concatenate([-np.ones(n), np.zeros(p)])
-    upper = np.concatenate([np.ones(n), lengths[pair_interval]])
+    upper = np.concatenate([np.ones(n), rate * lengths[pair_interval]])
     integrality = np.concatenate([np.ones(n), np.zeros(p)])
     # Demand rows: Σ_j X_{k,j} − c_k y_k ≥ 0.
     demand = coo_array((np.concatenate([-needed[tasks].astype(float), np.ones(p)]),
                         (np.concatenate([np.arange(n), pair_task]), np.concatenate([np.arange(n), n + np.arange(p)]))),
                        shape=(n, n + p))
     constraints = [LinearConstraint(demand, 0.0, np.inf)]
-    # Capacity rows Σ_k X_{k,j} ≤ M ℓ_j, only where more than M tasks could run (others hold trivially).
-    crowded = np.flatnonzero(inside.sum(axis=0) > num_nodes)
+    # Capacity rows Σ_k X_{k,j} ≤ M ℓ_j, only where the tasks could run more than that (others hold trivially).
+    crowded = np.flatnonzero(inside.sum(axis=0) * rate > num_nodes)
     if crowded.size:
         row_of = np.full(lengths.size, -1)
         row_of[crowded] = np.arange(crowded.size)
@@ -123,7 +141,16 @@ def max_completions(arrival: np.ndarray, deadline: np.ndarray, needed: np.ndarra
     return chosen
 
 
-def clairvoyant_successes(episode: Episode, bank: CurveBank, num_nodes: int) -> np.ndarray:
-    """The Clairvoyant bound of one episode: which tasks an optimal schedule with known curves completes."""
+def clairvoyant_successes(episode: Episode, bank: CurveBank, num_nodes: int, node_speeds: Sequence[int] | None = None,
+                          switch_cost: int = 0) -> np.ndarray:
+    """The Clairvoyant bound of one episode: which tasks an optimal schedule with known curves completes.
+    With the env options ``node_speeds`` and ``switch_cost`` it is the relaxation of the module text (an
+    upper bound, not always reached)."""
     arrival = episode.arrival.astype(np.int64)
-    return max_completions(arrival, arrival + episode.budget, required_batches(episode, bank), num_nodes)
+    needed = required_batches(episode, bank, node_speeds, switch_cost)
+    if not node_speeds and not switch_cost:
+        return max_completions(arrival, arrival + episode.budget, needed, num_nodes)
+    speeds = tuple(node_speeds) if node_speeds else (1,) * num_nodes
+    if len(speeds) != num_nodes:
+        raise ValueError(f"node_speeds must have num_nodes = {num_nodes} entries, got {node_speeds!r}")
+    return max_completions(arrival + switch_cost, arrival + episode.budget, needed, sum(speeds), max(speeds))

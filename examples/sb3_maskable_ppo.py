@@ -22,8 +22,16 @@ it stopped, so it is not bit-identical to an uninterrupted one. Training curves 
 ``--logdir`` (default: the repository's gitignored ``runs/``; a resumed run continues its folder):
 ``tensorboard --logdir runs``. Every flag is checked before anything is built.
 
+``--bc-from slack-fm`` warm-starts the policy by behaviour cloning: ``--bc-steps`` env steps of FM-slack's play
+on the same random training episodes (counted in ``--steps``), ``--bc-epochs`` passes of masked log-likelihood
+on its per-node actions (:mod:`mara_agents.behaviour_cloning`), then PPO for the rest of the budget. With
+``--out`` the policy after cloning is also written as ``DIR/bc_maskable_ppo_seed{S}.zip``, and the state after
+cloning is saved before PPO starts, so a resumed run does not clone again.
+
     python examples/sb3_maskable_ppo.py --steps 50000 --seed 0 --out /tmp/mara_maskable
     python examples/sb3_maskable_ppo.py --steps 400000 --forecast fm --seed 0 --out /tmp/mara_forecast
+    python examples/sb3_maskable_ppo.py --steps 400000 --forecast fm --bc-from slack-fm --n-envs 16 --n-steps 128 \
+        --out /tmp/mara_bc
 """
 
 from __future__ import annotations
@@ -319,8 +327,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
         cloned.update(record)
         print(f"behaviour cloning of {record['from']}: {record['env_steps']} env steps of expert play, "
               f"{record['epochs']} epochs, final loss {record['final_loss']:.4f}")
-        if args.out is not None:  # the state after cloning, so a resumed run goes straight to PPO
-            save_state(model, checkpoints.path, checkpoints.describe())
+        if args.out is not None:  # then the state after cloning, so a resumed run goes straight to PPO
             from mara_agents.allocators.third_party import save_maskable_ppo
 
             path = save_maskable_ppo(model, args.out / f"{BC_PREFIX}{maskable_ppo_name(args.seed)}.zip", env_id,
@@ -328,6 +335,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
                                               "bc": record, "env_steps": record["env_steps"]},
                                      **run["env_options"])
             print(f"wrote {path} (the policy after behaviour cloning, before PPO)")
+            save_state(model, checkpoints.path, checkpoints.describe())
 
     model = train(args.steps, args.n_envs, args.seed, args.n_steps, args.logdir, env_id, resume, checkpoints,
                   tuple(args.net_arch), bc, on_cloned, **env_kwargs)
@@ -351,8 +359,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
                    "steps": args.steps, "env_steps": int(model.num_timesteps), "n_envs": args.n_envs,
                    "n_steps": args.n_steps, "batch_size": model.batch_size, "net_arch": args.net_arch, "run": run,
                    "wall_s": round(wall, 1), "env_steps_per_s": round(model.num_timesteps / wall, 1),
-                   **({"bc": cloned} if cloned else {}), "check": check, "versions": {"python": platform.python_version(),
-                                                **{name: version(name) for name in LIBRARIES}},
+                   **({"bc": cloned} if cloned else {}), "check": check,
+                   "versions": {"python": platform.python_version(), **{name: version(name) for name in LIBRARIES}},
                    "command": command}
         path = save_maskable_ppo(model, args.out / f"{maskable_ppo_name(args.seed)}.zip", env_id, details=details,
                                  **run["env_options"])

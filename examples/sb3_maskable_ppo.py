@@ -286,7 +286,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser.add_argument("--bc-from", type=_args.bc_expert, default=None,
                         help="warm-start by behaviour cloning of this expert before PPO (slack-fm: FM-slack)")
     parser.add_argument("--bc-steps", type=_args.integer(1, 10**9), default=None,
-                        help=f"with --bc-from: env steps of expert play, counted in --steps (default {BC_STEPS})")
+                        help=f"with --bc-from: env steps of expert play, counted in --steps and rounded up to a "
+                             f"multiple of --n-envs (default {BC_STEPS})")
     parser.add_argument("--bc-epochs", type=_args.integer(1, 10**4), default=None,
                         help=f"with --bc-from: passes over the expert's steps (default {BC_EPOCHS})")
     _args.add_logdir(parser)

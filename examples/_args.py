@@ -60,6 +60,10 @@ forecast = checks.argparse_type(checks.choice, None, str, choices=FORECASTS)
 forecast_kind = checks.argparse_type(checks.choice, None, str, choices=FORECAST_KINDS)
 
 
+BC_EXPERTS = ("slack-fm",)  # experts a learner can clone (FM-slack: mara_agents.behaviour_cloning)
+bc_expert = checks.argparse_type(checks.choice, None, str, choices=BC_EXPERTS)
+
+
 def add_forecast_flags(parser: argparse.ArgumentParser) -> None:
     """``--forecast`` and ``--forecast-kind``: train on ``MARA-Forecast-v0`` with a frozen predictor's features."""
     parser.add_argument("--forecast", type=forecast, default="none",

@@ -22,8 +22,16 @@ it stopped, so it is not bit-identical to an uninterrupted one. Training curves 
 ``--logdir`` (default: the repository's gitignored ``runs/``; a resumed run continues its folder):
 ``tensorboard --logdir runs``. Every flag is checked before anything is built.
 
+``--bc-from slack-fm`` warm-starts the policy by behaviour cloning: ``--bc-steps`` env steps of FM-slack's play
+on the same random training episodes (counted in ``--steps``), ``--bc-epochs`` passes of masked log-likelihood
+on its per-node actions (:mod:`mara_agents.behaviour_cloning`), then PPO for the rest of the budget. With
+``--out`` the policy after cloning is also written as ``DIR/bc_maskable_ppo_seed{S}.zip``, and the state after
+cloning is saved before PPO starts, so a resumed run does not clone again.
+
     python examples/sb3_maskable_ppo.py --steps 50000 --seed 0 --out /tmp/mara_maskable
     python examples/sb3_maskable_ppo.py --steps 400000 --forecast fm --seed 0 --out /tmp/mara_forecast
+    python examples/sb3_maskable_ppo.py --steps 400000 --forecast fm --bc-from slack-fm --n-envs 16 --n-steps 128 \
+        --out /tmp/mara_bc
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ import _args  # noqa: E402  (the examples' shared flag checks)
 ENV_OPTIONS = {"observation": "flat", "conflicts": "repair"}
 LIBRARIES = ("stable-baselines3", "sb3-contrib", "torch", "gymnasium", "numpy")
 RESUME_PREFIX = "resume_"
+BC_PREFIX = "bc_"  # the model after behaviour cloning, before PPO
 DEFAULT_NET_ARCH = (64, 64)  # SB3's MlpPolicy default
 
 
@@ -86,9 +95,57 @@ def save_state(model: Any, path: Path, description: dict[str, Any]) -> None:
     os.replace(partial, path)
 
 
+def clone_expert(model: Any, bc: dict[str, Any], n_envs: int, seed: int, logdir: Path | None, env_id: str,
+                 **env_kwargs: Any) -> dict[str, Any]:
+    """Warm-start ``model``'s policy by behaviour cloning of ``bc["from"]`` (FM-slack): ``bc["steps"]`` env steps
+    of expert play on ``n_envs`` sub-envs of ``MARA-Forecast-v0`` with FM's forecast, seeded like training
+    from ``seed`` (the same random train/val-curve episodes; on ``MARA-v0`` the learner sees them without the
+    forecast), then ``bc["epochs"]`` passes of :func:`mara_agents.behaviour_cloning.clone`. The expert's env
+    steps count toward the budget (``model.num_timesteps``). With ``logdir`` the loss per epoch goes to
+    TensorBoard (``bc/loss``, ``bc/agreement``) in a new ``maskable_ppo_seed{S}_N`` folder, which PPO's own
+    curves then continue. Returns what the manifest records of it."""
+    from stable_baselines3.common.logger import configure
+
+    from mara_agents.behaviour_cloning import clone, collect_expert_play, forecast_start
+    from mara_agents.forecast_env import ENV_ID as FORECAST_ENV_ID
+    from mara_agents.sb3_vec_env import make_sb3_vec_env
+
+    expert_kwargs = {**env_kwargs, "predictor": "fm", "forecast": env_kwargs.get("forecast", "median")}
+    expert_envs = make_sb3_vec_env(FORECAST_ENV_ID, n_envs, seed=seed, **ENV_OPTIONS, **expert_kwargs)
+    demonstrations = collect_expert_play(expert_envs, bc["steps"])
+    if env_id != FORECAST_ENV_ID:  # the forecast-less learner: the same states, without the forecast block
+        demonstrations = demonstrations.prefix(forecast_start(expert_envs.get_attr("config")[0]))
+    expert_envs.close()
+    board = None if logdir is None else configure(str(_args.new_run_dir(logdir, f"maskable_ppo_seed{seed}")),
+                                                  ["tensorboard"])
+
+    def log(epoch: int, values: dict[str, float]) -> None:
+        if board is not None:
+            for key, value in values.items():
+                board.record(f"bc/{key}", value)
+            board.dump(epoch)
+
+    losses = clone(model.policy, demonstrations, bc["epochs"], seed, batch_size=model.batch_size, log=log)
+    if board is not None:
+        board.close()
+    model.num_timesteps = len(demonstrations)
+    return {**bc, "env_steps": len(demonstrations), "final_loss": round(losses[-1], 4)}
+
+
+def continue_seeded(model: Any, seed: int, n_envs: int, env_id: str, **env_kwargs: Any) -> None:
+    """Give ``model`` fresh envs and generators seeded from ``seed`` and the steps it has done, so a run that
+    continues (after a resume, or after behaviour cloning) draws episodes it has not seen."""
+    from mara_agents.sb3_vec_env import make_sb3_vec_env
+
+    restart_seed = int(np.random.SeedSequence([seed, model.num_timesteps]).generate_state(1)[0])
+    model.set_random_seed(restart_seed)
+    model.set_env(make_sb3_vec_env(env_id, n_envs, seed=restart_seed, **ENV_OPTIONS, **env_kwargs))
+
+
 def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, logdir: Path | None = None,
           env_id: str = "MARA-v0", resume: Path | None = None, checkpoints: Checkpoints | None = None,
-          net_arch: tuple[int, ...] = DEFAULT_NET_ARCH, **env_kwargs: Any) -> Any:
+          net_arch: tuple[int, ...] = DEFAULT_NET_ARCH, bc: dict[str, Any] | None = None,
+          on_cloned: Any = None, **env_kwargs: Any) -> Any:
     """A MaskablePPO model trained for ``steps`` environment steps on random episodes of ``env_id``; with
     ``logdir``, its training curves go to TensorBoard in a ``maskable_ppo_seed{S}_N`` folder there.
 
@@ -99,7 +156,11 @@ def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, logdir
 
     ``resume``: a saved training state to continue from, to the same total ``steps`` (its envs are seeded
     from ``seed`` and the steps already done, so it draws episodes it has not seen); ``checkpoints``: the
-    callback that writes the state periodically."""
+    callback that writes the state periodically.
+
+    ``bc``: ``{"from": "slack-fm", "steps": N, "epochs": E}`` warm-starts a new run by behaviour cloning
+    (:func:`clone_expert`) before PPO trains for the rest of ``steps``; ``on_cloned(model, record)`` is called
+    right after it (the example saves the state there, so a resumed run does not clone again)."""
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.logger import Logger
@@ -113,17 +174,20 @@ def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, logdir
         model = MaskablePPO("MlpPolicy", envs, n_steps=n_steps, batch_size=min(256, n_steps * n_envs),
                             gamma=0.99, seed=seed, verbose=0, tensorboard_log=tensorboard,
                             policy_kwargs={"net_arch": list(net_arch)})
+        if bc is not None:
+            record = clone_expert(model, bc, n_envs, seed, logdir, env_id, **env_kwargs)
+            if on_cloned is not None:
+                on_cloned(model, record)
+            continue_seeded(model, seed, n_envs, env_id, **env_kwargs)
     else:
         model = MaskablePPO.load(resume, device="cpu", tensorboard_log=tensorboard)
-        restart_seed = int(np.random.SeedSequence([seed, model.num_timesteps]).generate_state(1)[0])
-        model.set_random_seed(restart_seed)
-        model.set_env(make_sb3_vec_env(env_id, n_envs, seed=restart_seed, **ENV_OPTIONS, **env_kwargs))
+        continue_seeded(model, seed, n_envs, env_id, **env_kwargs)
     remaining = steps - model.num_timesteps
     if logdir is None or remaining <= 0:
         model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves an empty /tmp/SB3-* folder
     if remaining > 0:
         model.learn(total_timesteps=remaining, tb_log_name=f"maskable_ppo_seed{seed}", callback=checkpoints,
-                    reset_num_timesteps=resume is None)
+                    reset_num_timesteps=model.num_timesteps == 0)
     return model
 
 
@@ -181,6 +245,26 @@ def resume_point(parser: argparse.ArgumentParser, out: Path, seed: int,
     return None, 0.0
 
 
+BC_STEPS, BC_EPOCHS = 32_768, 20
+
+
+def behaviour_cloning(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any] | None:
+    """The ``bc`` settings of :func:`train` from ``--bc-from``/``--bc-steps``/``--bc-epochs`` (None without
+    ``--bc-from``); a usage error for settings that cannot work together."""
+    if args.bc_from is None:
+        for flag, value in (("--bc-steps", args.bc_steps), ("--bc-epochs", args.bc_epochs)):
+            if value is not None:
+                parser.error(f"{flag} {value} needs --bc-from")
+        return None
+    if args.forecast not in ("none", "fm"):
+        parser.error(f"--bc-from {args.bc_from} clones FM-slack, which acts on FM's forecast: it needs --forecast fm "
+                     f"or none, got --forecast {args.forecast}")
+    steps = BC_STEPS if args.bc_steps is None else args.bc_steps
+    if steps > args.steps:
+        parser.error(f"--bc-steps {steps} exceeds --steps {args.steps} (the expert's env steps count in the budget)")
+    return {"from": args.bc_from, "steps": steps, "epochs": BC_EPOCHS if args.bc_epochs is None else args.bc_epochs}
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=_args.integer(1, 10**9), default=50_000, help="training environment steps")
@@ -199,9 +283,17 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
                              "resumable training state while it trains")
     parser.add_argument("--checkpoint-every", type=_args.integer(1, 10**9), default=20_000,
                         help="with --out: write the resumable training state after this many more steps")
+    parser.add_argument("--bc-from", type=_args.bc_expert, default=None,
+                        help="warm-start by behaviour cloning of this expert before PPO (slack-fm: FM-slack)")
+    parser.add_argument("--bc-steps", type=_args.integer(1, 10**9), default=None,
+                        help=f"with --bc-from: env steps of expert play, counted in --steps and rounded up to a "
+                             f"multiple of --n-envs (default {BC_STEPS})")
+    parser.add_argument("--bc-epochs", type=_args.integer(1, 10**4), default=None,
+                        help=f"with --bc-from: passes over the expert's steps (default {BC_EPOCHS})")
     _args.add_logdir(parser)
     args = parser.parse_args(argv)
     env_id, forecast = _args.forecast_env(parser, args.forecast, args.forecast_kind)
+    bc = behaviour_cloning(parser, args)
     env_kwargs = {**_args.env_kwargs(args), **forecast}
     check_kwargs = {**env_kwargs, "workload": args.workload} if args.workload else {**env_kwargs,
                                                                                      "curve_splits": ("val",)}
@@ -214,10 +306,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     env_options = {**ENV_OPTIONS, **env_kwargs, "task_set": defaults.task_set,
                    "curve_splits": list(defaults.curve_splits)}
     run = json.loads(json.dumps({"env_id": env_id, "env_options": env_options, "seed": args.seed, "steps": args.steps,
-                                 "n_envs": args.n_envs, "n_steps": args.n_steps, "net_arch": args.net_arch},
-                                default=str))  # as recorded
+                                 "n_envs": args.n_envs, "n_steps": args.n_steps, "net_arch": args.net_arch,
+                                 **({} if bc is None else {"bc": bc})}, default=str))  # as recorded
     resume, wall_before = (None, 0.0) if args.out is None else resume_point(parser, args.out, args.seed, run)
     checkpoints = None
+    cloned: dict[str, Any] = {} if resume is None else json.loads(resume.with_suffix(".json").read_text()).get(
+        "bc_record", {})
     started = time.perf_counter()
     if args.out is not None:
         from mara_agents.allocators.third_party import maskable_ppo_name
@@ -225,11 +319,27 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
         args.out.mkdir(parents=True, exist_ok=True)
         state = args.out / f"{RESUME_PREFIX}{maskable_ppo_name(args.seed)}.zip"
         checkpoints = Checkpoints(state, args.checkpoint_every,
-                                  lambda: {"run": run, "wall_s": round(wall_before + time.perf_counter() - started, 1)})
+                                  lambda: {"run": run, "wall_s": round(wall_before + time.perf_counter() - started, 1),
+                                           **({"bc_record": cloned} if cloned else {})})
     if resume is not None:
         print(f"resuming from {resume}")
+
+    def on_cloned(model: Any, record: dict[str, Any]) -> None:
+        cloned.update(record)
+        print(f"behaviour cloning of {record['from']}: {record['env_steps']} env steps of expert play, "
+              f"{record['epochs']} epochs, final loss {record['final_loss']:.4f}")
+        if args.out is not None:  # then the state after cloning, so a resumed run goes straight to PPO
+            from mara_agents.allocators.third_party import save_maskable_ppo
+
+            path = save_maskable_ppo(model, args.out / f"{BC_PREFIX}{maskable_ppo_name(args.seed)}.zip", env_id,
+                                     details={"method": "maskable-ppo, behaviour cloning only", "run": run,
+                                              "bc": record, "env_steps": record["env_steps"]},
+                                     **run["env_options"])
+            print(f"wrote {path} (the policy after behaviour cloning, before PPO)")
+            save_state(model, checkpoints.path, checkpoints.describe())
+
     model = train(args.steps, args.n_envs, args.seed, args.n_steps, args.logdir, env_id, resume, checkpoints,
-                  tuple(args.net_arch), **env_kwargs)
+                  tuple(args.net_arch), bc, on_cloned, **env_kwargs)
     wall = wall_before + time.perf_counter() - started
     if model.logger.dir:
         print(f"TensorBoard log: {model.logger.dir}")
@@ -250,8 +360,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
                    "steps": args.steps, "env_steps": int(model.num_timesteps), "n_envs": args.n_envs,
                    "n_steps": args.n_steps, "batch_size": model.batch_size, "net_arch": args.net_arch, "run": run,
                    "wall_s": round(wall, 1), "env_steps_per_s": round(model.num_timesteps / wall, 1),
-                   "check": check, "versions": {"python": platform.python_version(),
-                                                **{name: version(name) for name in LIBRARIES}},
+                   **({"bc": cloned} if cloned else {}), "check": check,
+                   "versions": {"python": platform.python_version(), **{name: version(name) for name in LIBRARIES}},
                    "command": command}
         path = save_maskable_ppo(model, args.out / f"{maskable_ppo_name(args.seed)}.zip", env_id, details=details,
                                  **run["env_options"])

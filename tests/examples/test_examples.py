@@ -115,6 +115,13 @@ BAD_FLAGS = [
     ("sb3_maskable_ppo", ["--forecast", "lstm"], "--forecast"),
     ("sb3_maskable_ppo", ["--forecast", "wls", "--forecast-kind", "samples"], "--forecast-kind"),
     ("sb3_maskable_ppo", ["--checkpoint-every", "0"], "--checkpoint-every"),
+    ("sb3_maskable_ppo", ["--bc-from", "fifo"], "--bc-from"),
+    ("sb3_maskable_ppo", ["--bc-steps", "32"], "--bc-steps"),  # without --bc-from
+    ("sb3_maskable_ppo", ["--bc-epochs", "3"], "--bc-epochs"),  # without --bc-from
+    ("sb3_maskable_ppo", ["--bc-from", "slack-fm", "--bc-steps", "0"], "--bc-steps"),
+    ("sb3_maskable_ppo", ["--bc-from", "slack-fm", "--bc-epochs", "-1"], "--bc-epochs"),
+    ("sb3_maskable_ppo", ["--bc-from", "slack-fm", "--bc-steps", "65"], "--bc-steps"),  # more than --steps 64
+    ("sb3_maskable_ppo", ["--bc-from", "slack-fm", "--forecast", "wls"], "--forecast"),
     ("supersuit_vec", ["--num-envs", "0"], "--num-envs"),
     ("supersuit_vec", ["--num-envs", "-1"], "--num-envs"),
     ("supersuit_vec", ["--logdir", "{file}/runs"], "--logdir"),

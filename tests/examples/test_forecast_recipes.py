@@ -14,7 +14,19 @@ SB3 = ["--n-steps", "64", "--n-envs", "2", "--episodes", "1", "--arrival-window"
 
 
 class Interrupted(Exception):
-    """Stands in for a kill right after the first periodic checkpoint."""
+    """Stands in for a kill right after the first state the recipe saves."""
+
+
+def die_after_first_save(recipe, monkeypatch):
+    """Make ``recipe.save_state`` raise :class:`Interrupted` once it has written the state; returns the original."""
+    save_state = recipe.save_state
+
+    def save_then_die(*args):
+        save_state(*args)
+        raise Interrupted
+
+    monkeypatch.setattr(recipe, "save_state", save_then_die)
+    return save_state
 
 
 def test_maskable_ppo_with_forecasts_saves_a_model_the_shipped_adapter_plays(bank_dir, tmp_path):
@@ -37,13 +49,7 @@ def test_an_interrupted_maskable_ppo_run_resumes_to_the_same_budget(bank_dir, tm
     out = tmp_path / "out"
     argv = [*SB3, "--steps", "512", "--checkpoint-every", "128", "--bank", str(bank_dir), "--out", str(out),
             "--logdir", str(tmp_path / "tb")]
-    save_state = recipe.save_state
-
-    def save_then_die(*args):
-        save_state(*args)
-        raise Interrupted
-
-    monkeypatch.setattr(recipe, "save_state", save_then_die)
+    save_state = die_after_first_save(recipe, monkeypatch)
     with pytest.raises(Interrupted):
         recipe.main(argv)
     state = json.loads((out / "resume_maskable_ppo_seed0.json").read_text())

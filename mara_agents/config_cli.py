@@ -66,9 +66,18 @@ def _leaf_type(cls: type, name: str) -> type:
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         options = [arg for arg in typing.get_args(hint) if arg is not type(None)]
         hint = options[0] if len(options) == 1 else hint
-    if hint not in _SCALARS:
-        raise TypeError(f"{cls.__name__}.{name}: a command-line field must be one of {_SCALARS}, got {hint}")
+    if hint not in _SCALARS and hint != tuple[int, ...]:
+        raise TypeError(f"{cls.__name__}.{name}: a command-line field must be one of {_SCALARS} or tuple[int, ...], "
+                        f"got {hint}")
     return hint
+
+
+def _integers(text: str) -> tuple[int, ...]:
+    """argparse type converter for ``tuple[int, ...]`` fields, written ``1,1,2,4``."""
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
 def _default_of(field: dataclasses.Field) -> Any:
@@ -119,8 +128,9 @@ def build_parser(cls: type, prog: str, description: str) -> argparse.ArgumentPar
         if kind is bool:
             parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default, help=text)
         else:
-            converter = _number(kind) if kind in (int, float) else kind
-            parser.add_argument(flag, dest=dest, type=converter, default=default, metavar=kind.__name__.upper(),
+            converter = _number(kind) if kind in (int, float) else _integers if kind == tuple[int, ...] else kind
+            metavar = "INT,INT,..." if kind == tuple[int, ...] else kind.__name__.upper()
+            parser.add_argument(flag, dest=dest, type=converter, default=default, metavar=metavar,
                                 help=f"{text} (default: {default})")
     return parser
 

@@ -52,12 +52,13 @@ class MATPolicy:
 
     def act_batch(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
         """Actions (N, M) for N observations in one predictor call and one decoder sweep (greedy decoding:
-        for the contended observations only; the others serve every occupied slot).
+        for the contended observations only; the others serve every occupied slot). A model with node tokens
+        decides every observation: which node serves which task matters even when every task is served.
 
         With greedy decoding each row depends only on its own observation, so the evaluation harness plays
         a whole workload file in lock-step and gets the same actions as one episode at a time.
         """
-        if self.generator is not None:
+        if self.generator is not None or self.model.hparams.node_features:
             return self._decode(observations)
         return decide_contended(observations, self._decode)
 

@@ -40,6 +40,7 @@ from mara_agents.config_cli import parse_config as parse_dataclass
 from mara_agents.mat.imitation import ImitationSettings
 from mara_agents.mat.model import MATHyperParameters
 from mara_agents.mat.ppo import PPOSettings
+from mara_agents.mat.tokens import NUM_NODE_TOKEN_FEATURES, NUM_SLOT_FEATURES, SLOT_NODE_TOKEN_FEATURES
 from mara_agents.predictors.demand import PREDICTORS
 from mara_env.config import MARAConfig
 
@@ -54,6 +55,8 @@ ENV_FLAGS = {
     "reward": "shaped (successes + potential) or sparse",
     "shaping_beta": "potential-shaping weight β",
     "bank": "curve bank directory (default: the shipped curves/bank)",
+    "node_speeds": "batches each node runs per step, e.g. 1,1,1,2,2,2,4 (beyond the paper; default: all 1)",
+    "switch_cost": "setup steps a task spends on a node that did not serve it at the previous step (beyond the paper)",
 }
 IL_ENV_FLAGS = {
     "arrival_prob": "load p of the validation mixture (training loads: --load-low to --load-high)",
@@ -139,8 +142,12 @@ class RunSettings(ABC):
         """The arrival load trained at, or the [low, high] range of loads, for the manifest."""
 
     def hparams(self) -> MATHyperParameters:
-        """The architecture: ``model`` with the env's node and slot counts."""
-        return dataclasses.replace(self.model, num_nodes=self.env.num_nodes, num_slots=self.env.max_active)
+        """The architecture: ``model`` with the env's node and slot counts, and node tokens (two more slot
+        features) when the env has node options."""
+        extra = len(SLOT_NODE_TOKEN_FEATURES) if self.env.node_options else 0
+        return dataclasses.replace(self.model, num_nodes=self.env.num_nodes, num_slots=self.env.max_active,
+                                   slot_features=NUM_SLOT_FEATURES + extra,
+                                   node_features=NUM_NODE_TOKEN_FEATURES if self.env.node_options else 0)
 
     def record(self) -> dict[str, Any]:
         """The config as plain JSON-able data (nested groups as dicts) for manifests and run states."""
@@ -284,16 +291,28 @@ class MATILConfig(RunSettings):
 def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
     """A :class:`MATTrainConfig` record (a run state's or a manifest's ``config``) in today's layout.  Records
     written before the ``finetune`` group existed hold its settings at the top level and ``reference_kl`` in
-    ``ppo``, and name no method: theirs was ``mat-il`` for a run from a plain student, else the default."""
-    if "finetune" in record:
-        return record
-    record = copy.deepcopy(record)
-    finetune = {"init_from": record.pop("init_from", ""), "critic_warmup": record.pop("critic_warmup", 0),
-                "reference_kl": record.get("ppo", {}).pop("reference_kl", 0.0),
-                "privileged_critic": record.pop("privileged_critic", False)}
-    plain_student = finetune["init_from"] and not record.get("model", {}).get("slack_prior", False)
-    record["finetune"] = {**finetune, "method": "mat-il" if plain_student else FineTuneSettings.method}
-    return record
+    ``ppo``, and name no method: theirs was ``mat-il`` for a run from a plain student, else the default.
+    Settings added since a record was written (the env's node options, the model's node tokens) read as
+    their defaults, which is what such a run had."""
+    if "finetune" not in record:
+        record = copy.deepcopy(record)
+        finetune = {"init_from": record.pop("init_from", ""), "critic_warmup": record.pop("critic_warmup", 0),
+                    "reference_kl": record.get("ppo", {}).pop("reference_kl", 0.0),
+                    "privileged_critic": record.pop("privileged_critic", False)}
+        plain_student = finetune["init_from"] and not record.get("model", {}).get("slack_prior", False)
+        record["finetune"] = {**finetune, "method": "mat-il" if plain_student else FineTuneSettings.method}
+    return with_defaults(record, MATTrainConfig().record())
+
+
+def with_defaults(record: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with every key it lacks, at any depth, taken from ``defaults``."""
+    merged = dict(record)
+    for key, value in defaults.items():
+        if key not in merged:
+            merged[key] = copy.deepcopy(value)
+        elif isinstance(value, dict) and isinstance(merged[key], dict):
+            merged[key] = with_defaults(merged[key], value)
+    return merged
 
 
 def parse_config(argv: Sequence[str] | None = None) -> MATTrainConfig:

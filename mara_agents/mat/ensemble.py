@@ -45,6 +45,9 @@ class MATEnsemble(nn.Module):
         if any(member.hparams != self.hparams for member in members):
             raise ValueError("ensemble members must share the architecture, got "
                              f"{sorted({str(member.hparams) for member in members})}")
+        if self.hparams.node_features:
+            raise ValueError("ensembles of MAT policies with node tokens (env node options) are not supported; "
+                             "play the members one at a time")
         self.members = nn.ModuleList(members)
         self.stacked = StackedDecoderWeights(members)
 

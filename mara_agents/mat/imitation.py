@@ -103,7 +103,7 @@ class LabelledStates:
 
     def tensors(self, device: torch.device) -> tuple[Tokens, torch.Tensor]:
         """(tokens, actions) of every state so far, on ``device``."""
-        tokens = Tokens(*(torch.cat(parts) for parts in zip(*self.tokens))).to(device)
+        tokens = Tokens.join(self.tokens, torch.cat).to(device)
         return tokens, torch.as_tensor(np.concatenate(self.actions), device=device)
 
 

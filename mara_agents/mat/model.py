@@ -55,6 +55,7 @@ class MATHyperParameters:
     slack_prior: bool = field(default=False, metadata={
         "help": "add -scale * (the slot's rank in FM-slack's order) to the pointer logits, scale learned from "
                 "3.0, so the policy starts as FM-slack (tokens then carry the ranks as a last column)"})
+    node_features: int = 0  # node-token features (tokens.NUM_NODE_TOKEN_FEATURES) with the env's node options; 0 without
 
     def __post_init__(self) -> None:
         checks.integer("num_nodes", self.num_nodes, 1)
@@ -62,6 +63,7 @@ class MATHyperParameters:
         checks.integer("dim", self.dim, 1, MAX_WIDTH)
         checks.integer("heads", self.heads, 1, self.dim)
         checks.integer("blocks", self.blocks, 1, MAX_BLOCKS)
+        checks.integer("node_features", self.node_features, 0)
         if self.dim % self.heads:
             raise ValueError(f"dim ({self.dim}) must be divisible by heads ({self.heads})")
 
@@ -191,11 +193,18 @@ class MATModel(nn.Module):
         nn.init.constant_(self.idle_logit.bias, IDLE_PRIOR)
         if hparams.slack_prior:
             self.prior_scale = nn.Parameter(torch.tensor(SLACK_PRIOR_SCALE))
+        if hparams.node_features:
+            self.node_in = nn.Linear(hparams.node_features, dim)
+            self.stay_weight = nn.Parameter(torch.tensor(0.0))
         self.register_buffer("causal", torch.tril(torch.ones(m, m, dtype=torch.bool)), persistent=False)
 
     # ------------------------------------------------------------------ encoder
     def encode(self, tokens: Tokens) -> torch.Tensor:
         """(B, 1 + K, D): the global token followed by the slot tokens, after the encoder blocks."""
+        if bool(self.hparams.node_features) != (tokens.nodes is not None):
+            trained = "with" if self.hparams.node_features else "without"
+            raise ValueError(f"this MAT was trained {trained} node tokens, so it plays only an env {trained} node "
+                             "options (node_speeds, switch_cost)")
         embedded = torch.cat([self.global_in(tokens.glob)[:, None], self.slot_in(self.slot_features(tokens.slots))],
                              dim=1)
         return run_encoder(self.encoder, self.encoder_norm, embedded, tokens.present)
@@ -211,6 +220,22 @@ class MATModel(nn.Module):
         ranks = slots[..., -1]
         idle = torch.full_like(ranks[..., :1], float(ranks.shape[-1]))
         return -self.prior_scale * torch.cat([idle, ranks], dim=-1)[:, None, :]
+
+    def additive_logits(self, tokens: Tokens) -> torch.Tensor | None:
+        """What is added to the pointer logits: the FM-slack prior (B, 1, K + 1) and, with node tokens, each node's
+        learned preference for the slot it served at the previous step (B, M, K + 1); None when neither."""
+        prior = self.slack_prior(tokens.slots)
+        if not self.hparams.node_features:
+            return prior
+        stays = tokens.nodes[..., self.hparams.node_features:]
+        stay = self.stay_weight * torch.cat([torch.zeros_like(stays[..., :1]), stays], dim=-1)
+        return stay if prior is None else stay + prior
+
+    def node_rows(self, tokens: Tokens) -> torch.Tensor | None:
+        """(B, M, D) what each node's decoder row reads of its own token (speed, setup), or None without."""
+        if not self.hparams.node_features:
+            return None
+        return self.node_in(tokens.nodes[..., :self.hparams.node_features])
 
     @staticmethod
     def visible(present: torch.Tensor) -> torch.Tensor:
@@ -230,10 +255,13 @@ class MATModel(nn.Module):
         picked = self.chosen_in(slot_memory.gather(1, index))
         return torch.where((choices > 0)[..., None], picked, self.idle.expand_as(picked))
 
-    def decoder_inputs(self, memory: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """(B, M, D): node embedding + previous node's choice (start for node 0; ``actions`` shifted right)."""
+    def decoder_inputs(self, memory: torch.Tensor, actions: torch.Tensor,
+                       node_rows: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, M, D): node embedding (+ the node token's row) + previous node's choice (start for node 0;
+        ``actions`` shifted right)."""
         first = self.start.expand(actions.shape[0], 1, -1)
-        return torch.cat([first, self.choice_embedding(memory, actions[:, :-1])], dim=1) + self.node_embedding
+        x = torch.cat([first, self.choice_embedding(memory, actions[:, :-1])], dim=1) + self.node_embedding
+        return x if node_rows is None else x + node_rows
 
     def pointer_logits(self, h: torch.Tensor, slot_keys: torch.Tensor,
                        prior: torch.Tensor | None = None) -> torch.Tensor:
@@ -244,9 +272,9 @@ class MATModel(nn.Module):
         return logits if prior is None else logits + prior
 
     def logits(self, memory: torch.Tensor, present: torch.Tensor, actions: torch.Tensor,
-               prior: torch.Tensor | None = None) -> torch.Tensor:
+               prior: torch.Tensor | None = None, node_rows: torch.Tensor | None = None) -> torch.Tensor:
         """Unmasked (B, M, K + 1) logits of every node given the earlier nodes' ``actions`` (teacher forcing)."""
-        x = self.decoder_inputs(memory, actions)
+        x = self.decoder_inputs(memory, actions, node_rows)
         causal = self.causal.expand(x.shape[0], -1, -1)
         visible = self.visible(present).expand(-1, x.shape[1], -1)
         for block in self.decoder:
@@ -284,8 +312,8 @@ class MATModel(nn.Module):
         """Teacher forcing: (log-probs (B, M), entropies (B, M), values (B, M)) of stored joint actions given
         tensor ``tokens``, under masks rebuilt from the actions by an exclusive prefix sum."""
         memory = self.encode(tokens)
-        logits = masked(self.logits(memory, tokens.present, actions, self.slack_prior(tokens.slots)),
-                        teacher_forced_masks(tokens.present, actions))
+        logits = masked(self.logits(memory, tokens.present, actions, self.additive_logits(tokens),
+                                     self.node_rows(tokens)), teacher_forced_masks(tokens.present, actions))
         log_p = torch.log_softmax(logits, -1)
         # Illegal entries have p = 0 and log p = −inf; zeroing log p there keeps 0·log 0 = 0 in value and gradient.
         entropy = -(log_p.exp() * log_p.masked_fill(log_p.isinf(), 0.0)).sum(-1)
@@ -300,7 +328,8 @@ class NodeDecoder:
     def __init__(self, model: MATModel, tokens: Tokens):
         self.model = model
         self.memory = model.encode(tokens)
-        self.prior = model.slack_prior(tokens.slots)
+        self.prior = model.additive_logits(tokens)
+        self.node_rows = model.node_rows(tokens)
         self.visible = model.visible(tokens.present)
         self.memory_kv = [block.cross_attn.keys_values(self.memory) for block in model.decoder]
         self.past: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in model.decoder]
@@ -311,9 +340,12 @@ class NodeDecoder:
         """(B, K + 1) logits of ``node`` under the ``legal`` mask, given the choices advanced so far."""
         model = self.model
         x = self.previous + model.node_embedding[node]
+        if self.node_rows is not None:
+            x = x + self.node_rows[:, node:node + 1]
         for block, block_past, kv in zip(model.decoder, self.past, self.memory_kv):
             x = block.step(x, block_past, kv, self.visible)
-        return masked(model.pointer_logits(model.decoder_norm(x), self.slot_keys, self.prior)[:, 0], legal)
+        prior = self.prior if self.prior is None or self.prior.shape[1] == 1 else self.prior[:, node:node + 1]
+        return masked(model.pointer_logits(model.decoder_norm(x), self.slot_keys, prior)[:, 0], legal)
 
     def advance(self, choice: torch.Tensor) -> None:
         """Feed this node's ``choice`` (B,) to the next node."""

@@ -104,7 +104,8 @@ class Rollout:
     :meth:`flatten`-ed, as one (T·N, …) batch for the PPO update.
 
     ``values`` are team values in return units and ``last_value`` (N,) bootstraps a collected rollout's tail;
-    ``privileged`` holds the privileged critic's extra inputs (None without one).  ``advantages`` and
+    ``privileged`` holds the privileged critic's extra inputs (None without one), ``nodes`` the node tokens
+(None without the env's node options).  ``advantages`` and
     ``returns`` (GAE's) and ``reference_log_probs`` (the actions' log-probs under the policy a KL penalty
     holds the update near) are set when the rollout is flattened for the update, None before.
     """
@@ -119,6 +120,7 @@ class Rollout:
     dones: torch.Tensor
     last_value: torch.Tensor | None = None
     privileged: torch.Tensor | None = None
+    nodes: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
     reference_log_probs: torch.Tensor | None = None
@@ -141,7 +143,8 @@ class Rollout:
         return Rollout(**{name: None if part is None else part[rows] for name, part in parts.items()})
 
 
-_STEP_FIELDS = ("slots", "glob", "present", "actions", "log_probs", "values", "rewards", "dones", "privileged")
+_STEP_FIELDS = ("slots", "glob", "present", "nodes", "actions", "log_probs", "values", "rewards", "dones",
+                "privileged")
 
 
 def clipped_surrogate(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor,
@@ -187,7 +190,7 @@ def ppo_loss(model: MATModel, batch: Rollout, value_norm: ValueNorm, settings: P
     ``batch.privileged``.  ``critic_only``: c_v·L_V alone, for fitting a critic before the policy may move;
     otherwise Eq. 12, plus ``kl_weight``·:func:`reference_kl` when ``kl_weight`` > 0.
     """
-    tokens = Tokens(batch.slots, batch.glob, batch.present)
+    tokens = Tokens(batch.slots, batch.glob, batch.present, batch.nodes)
     log_probs, entropy, values = model.evaluate(tokens, batch.actions)
     if critic is not None:
         values = critic(tokens, batch.privileged)

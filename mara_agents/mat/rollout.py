@@ -111,7 +111,7 @@ class VectorRollout:
         self.finished += [record for _, record in played.ended]
         last, _ = self.values(model, value_norm, self.tokens(model), None, critic)
         tokens, actions, log_probs, values, privileged = zip(*taken)
-        stacked = {name: torch.stack([getattr(step, name) for step in tokens]) for name in Tokens._fields}
+        stacked = Tokens.join(tokens, torch.stack)._asdict()
         return Rollout(**stacked, actions=torch.stack(actions), log_probs=torch.stack(log_probs),
                        values=torch.stack(values), rewards=torch.as_tensor(played.rewards, dtype=torch.float32,
                                                                            device=self.device),

@@ -17,7 +17,7 @@ shows no demand estimate") has the check behind it, on `val` curves only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -27,7 +27,7 @@ from mara_agents.allocators.slack import slack_order
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_agents.predictors.demand import Demand
 from mara_env.config import MARAConfig
-from mara_env.features import NUM_GLOBAL_FEATURES, TASK_FEATURE_INDEX
+from mara_env.features import NODE_FEATURE_INDEX, NUM_GLOBAL_FEATURES, SLOT_NODE_FEATURE_INDEX, TASK_FEATURE_INDEX
 
 _F = TASK_FEATURE_INDEX
 # Steps are divided by the env's default arrival window T, so deadlines and demands share one unit.  It is the
@@ -58,9 +58,27 @@ NUM_SLOT_FEATURES = len(SLOT_FEATURES)
 ESTIMATE_FEATURES: tuple[str, ...] = ("predicted", "predicted_frac", "slack", "fits_alone")  # 0 until 4 observations
 NUM_GLOBAL_TOKEN_FEATURES = NUM_GLOBAL_FEATURES
 
+# With the env's node options (``node_speeds``, ``switch_cost``) the observation carries ``nodes`` and
+# ``slot_nodes``; the tokens then gain two slot columns and one token per node.
+SLOT_NODE_TOKEN_FEATURES: tuple[str, ...] = (
+    "setup_left",         # setup steps before the task runs if its last node serves it next, min(·, 10) / 10
+    "served_last",        # 1 if a node served the task at the previous step
+)
+NODE_TOKEN_FEATURES: tuple[str, ...] = (
+    "log_speed",          # log2 of the batches the node runs per step (0 at speed 1)
+    "serving",            # 1 if the node served a task at the previous step
+    "setup_left",         # setup steps that task still needs here, min(·, 10) / 10
+)
+"""Each node token's features; K more columns follow, the node's *stay* indicator over the slots (1 at the
+slot whose task it served at the previous step), which the model adds to that node's pointer logits with a
+learned weight: keeping a task on its node saves the setup a move would cost."""
+NUM_NODE_TOKEN_FEATURES = len(NODE_TOKEN_FEATURES)
+SETUP_SCALE = 10.0
+
 
 class Tokens(NamedTuple):
-    """MAT inputs: ``slots`` (..., K, NUM_SLOT_FEATURES), ``glob`` (..., G), ``present`` (..., K) bool.
+    """MAT inputs: ``slots`` (..., K, NUM_SLOT_FEATURES), ``glob`` (..., G), ``present`` (..., K) bool, and
+    with the env's node options ``nodes`` (..., M, NUM_NODE_TOKEN_FEATURES + K) (None without them).
 
     The one type the model's ``act`` and ``evaluate``, the privileged critic and the training batches take:
     NumPy arrays as :func:`build_tokens` makes them, tensors after :meth:`to`.
@@ -69,14 +87,24 @@ class Tokens(NamedTuple):
     slots: Any
     glob: Any
     present: Any
+    nodes: Any = None
 
     def to(self, device: torch.device | str) -> Tokens:
         """The same tokens as tensors on ``device``."""
-        return Tokens(*(torch.as_tensor(part, device=device) for part in self))
+        return self.apply(lambda part: torch.as_tensor(part, device=device))
 
     def select(self, rows: Any) -> Tokens:
         """The tokens of the given rows (an index, a slice or a boolean mask over the leading axis)."""
-        return Tokens(*(part[rows] for part in self))
+        return self.apply(lambda part: part[rows])
+
+    def apply(self, fn: Any) -> Tokens:
+        """``fn`` applied to every part there is (``nodes`` stays None without node options)."""
+        return Tokens(*(None if part is None else fn(part) for part in self))
+
+    @staticmethod
+    def join(many: Sequence[Tokens], fn: Any) -> Tokens:
+        """One :class:`Tokens` whose every part is ``fn`` (e.g. ``torch.cat``) of the parts of ``many``."""
+        return Tokens(*(None if parts[0] is None else fn(list(parts)) for parts in zip(*many)))
 
 
 def slack_ranks(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
@@ -125,10 +153,34 @@ def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, w
     ]
     slots = np.stack(columns, axis=-1)
     repeated = np.broadcast_to(glob[..., None, :], slots.shape[:-1] + (glob.shape[-1],))
-    slots = np.concatenate([slots, repeated], axis=-1) * present[..., None]
+    slots = np.concatenate([slots, repeated, *slot_node_columns(observation)], axis=-1) * present[..., None]
     if with_slack_ranks:
         slots = np.concatenate([slots, slack_ranks(observation, predicted)[..., None]], axis=-1)
-    return Tokens(slots.astype(np.float32), glob, present)
+    return Tokens(slots.astype(np.float32), glob, present, node_tokens(observation))
+
+
+def slot_node_columns(observation: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """The :data:`SLOT_NODE_TOKEN_FEATURES` columns (..., K, 1) each, none without node options."""
+    if "slot_nodes" not in observation:
+        return []
+    slot_nodes = np.asarray(observation["slot_nodes"], dtype=np.float32)
+    setup = np.minimum(slot_nodes[..., SLOT_NODE_FEATURE_INDEX["setup_left"]], SETUP_SCALE) / SETUP_SCALE
+    served = (slot_nodes[..., SLOT_NODE_FEATURE_INDEX["last_node"]] > 0).astype(np.float32)
+    return [setup[..., None], served[..., None]]
+
+
+def node_tokens(observation: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """(..., M, NUM_NODE_TOKEN_FEATURES + K) node tokens with each node's stay indicator, or None without node
+    options."""
+    if "nodes" not in observation:
+        return None
+    nodes = np.asarray(observation["nodes"], dtype=np.float32)
+    num_slots = np.shape(observation["history_len"])[-1]
+    last_pick = nodes[..., NODE_FEATURE_INDEX["last_pick"]].astype(np.int64)
+    stays = (last_pick[..., None] == np.arange(1, num_slots + 1)).astype(np.float32)
+    features = [np.log2(np.maximum(nodes[..., NODE_FEATURE_INDEX["speed"]], 1.0)), (last_pick > 0).astype(np.float32),
+                np.minimum(nodes[..., NODE_FEATURE_INDEX["setup_left"]], SETUP_SCALE) / SETUP_SCALE]
+    return np.concatenate([np.stack(features, axis=-1), stays], axis=-1)
 
 
 def mat_inputs(observation: Mapping[str, np.ndarray], demand: Demand, with_slack_ranks: bool,

@@ -54,7 +54,7 @@ from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import Rollout, ValueNorm, gae, ppo_update
 from mara_agents.mat.rollout import VectorRollout
 from mara_agents.mat.tokens import Tokens
-from mara_agents.mat.validation import validation_score, validation_workload
+from mara_agents.mat.validation import node_options, validation_score, validation_workload
 from mara_agents.predictors.demand import Demand, make_demand
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
 
@@ -245,7 +245,8 @@ def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
     if reference is None:
         return batch
     with torch.no_grad():
-        reference_log_probs = reference.evaluate(Tokens(batch.slots, batch.glob, batch.present), batch.actions)[0]
+        reference_log_probs = reference.evaluate(Tokens(batch.slots, batch.glob, batch.present, batch.nodes),
+                                                 batch.actions)[0]
     return dataclasses.replace(batch, reference_log_probs=reference_log_probs)
 
 
@@ -304,7 +305,8 @@ def save(config: MATTrainConfig, learner: Learner, progress: Progress, demand: D
     step, steps = progress.global_step, config.rollout_steps * config.num_envs
     last = step >= config.steps
     if workloads and (crossed(step, steps, config.validate_every) or last):
-        score = validation_score(learner.model, demand.predictor, workloads, config.bank)
+        score = validation_score(learner.model, demand.predictor, workloads, config.bank,
+                                 **node_options(config.env))
         writer.add_scalar("charts/validation_success_rate", score, step)
         print(f"validation at step {step}: success {score:.4f}", flush=True)
         best = max((s for _, s in progress.validation), default=-1.0)

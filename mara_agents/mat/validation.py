@@ -26,7 +26,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -41,6 +41,7 @@ from mara_agents.mat.model import MATModel
 from mara_agents.policy import Policy
 from mara_agents.predictors.base import Predictor
 from mara_agents.runner import evaluate_workload
+from mara_env.config import MARAConfig
 from mara_env.fixed_workloads import build_workload
 from mara_env.tasksets import TASK_SETS
 from mara_env.workload import save_workload
@@ -61,11 +62,19 @@ def validation_workload(path: Path, bank: str, task_set: str, load: float, roots
     return path
 
 
-def validation_score(model: MATModel, predictor: Predictor, workloads: Sequence[Path], bank: str) -> float:
-    """Mean over the workloads of the greedy policy's mean success rate on each (episodes in lock-step)."""
+def node_options(env: MARAConfig) -> dict[str, Any]:
+    """The env's node options (``node_speeds``, ``switch_cost``) as keyword arguments, none when at defaults:
+    the validation workloads are played in the setting the run trains in."""
+    return {"node_speeds": env.node_speeds, "switch_cost": env.switch_cost} if env.node_options else {}
+
+
+def validation_score(model: MATModel, predictor: Predictor, workloads: Sequence[Path], bank: str,
+                     **options: Any) -> float:
+    """Mean over the workloads of the greedy policy's mean success rate on each (episodes in lock-step), played
+    with the env ``options`` (:func:`node_options`)."""
     was_training = model.training
     policy = MATPolicy(model, predictor)
-    scores = [np.nanmean([row["success_rate"] for row in evaluate_workload(policy, path, bank=bank)])
+    scores = [np.nanmean([row["success_rate"] for row in evaluate_workload(policy, path, bank=bank, **options)])
               for path in workloads]
     model.train(was_training)
     return float(np.mean(scores))

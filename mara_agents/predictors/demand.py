@@ -27,11 +27,14 @@ from mara_env.features import TASK_FEATURE_INDEX
 PREDICTORS = ("fm", "wls")
 GENERATION_CAP_FACTOR = 2  # curves are recorded to twice the available time (curves/README.md)
 STACKED_KEYS = ("tasks", "history", "history_len", "budget", "global")  # what predictors and MAT tokens read
+NODE_KEYS = ("nodes", "slot_nodes")  # present with the env's node options; MAT's node tokens read them
 
 
 def stack_observations(observations: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """The arrays a batched consumer reads from N observations, stacked along a new first axis."""
-    return {key: np.stack([observation[key] for observation in observations]) for key in STACKED_KEYS}
+    """The arrays a batched consumer reads from N observations, stacked along a new first axis (the node
+    entries too when the observations carry them)."""
+    keys = STACKED_KEYS + tuple(key for key in NODE_KEYS if key in observations[0])
+    return {key: np.stack([observation[key] for observation in observations]) for key in keys}
 
 
 def observation_query(observation: Mapping[str, np.ndarray]) -> PredictorQuery:

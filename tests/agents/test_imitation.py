@@ -86,7 +86,7 @@ def test_dagger_keeps_only_contended_states_labelled_by_the_expert(bank_dir):
     data = LabelledStates()
     model = MATModel(MATHyperParameters(dim=16))
     rollout.collect(model, 60, beta=0.5, rng=np.random.default_rng(0), data=data)
-    (slots, glob, present), actions = data.tensors(torch.device("cpu"))
+    (slots, glob, present, _), actions = data.tensors(torch.device("cpu"))
     assert len(data) == len(actions) > 0
     assert (present.sum(-1) > config.num_nodes).all()
     # A contended state's expert label serves every node, each on a distinct occupied slot.

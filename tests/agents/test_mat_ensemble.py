@@ -46,7 +46,7 @@ def test_a_one_member_ensemble_decodes_exactly_as_its_member():
 def test_each_node_takes_the_best_legal_slot_of_the_summed_log_probabilities(blocks, heads, prior):
     """The grouped decoder (all members per operation) against each member's own teacher-forced logits."""
     models = members(3, blocks=blocks, heads=heads, slack_prior=prior)
-    slots, glob, present = random_inputs(128, seed=2)
+    slots, glob, present, _ = random_inputs(128, seed=2)
     if prior:  # the rank column: a random order of each row's slots
         ranks = torch.argsort(torch.rand(128, slots.shape[1], generator=torch.Generator().manual_seed(3)), dim=-1)
         slots = torch.cat([slots, ranks.float()[..., None]], dim=-1)

@@ -87,7 +87,7 @@ def test_sequential_and_teacher_forced_log_probs_agree(greedy, blocks, heads, pr
     """Sequential decoding (with its key/value cache) and teacher forcing compute the same rows."""
     torch.manual_seed(0)
     model = MATModel(MATHyperParameters(blocks=blocks, heads=heads, slack_prior=prior))
-    slots, glob, present = random_inputs(64, seed=1)
+    slots, glob, present, _ = random_inputs(64, seed=1)
     if prior:  # the rank column: a random order of each row's slots
         slots = torch.cat([slots, torch.argsort(torch.rand(64, K), dim=-1).float()[..., None]], dim=-1)
     generator = None if greedy else torch.Generator().manual_seed(2)

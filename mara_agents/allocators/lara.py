@@ -51,7 +51,7 @@ from functools import cache
 import numpy as np
 
 from mara_agents.allocators.naive import present_slots, serve_in_order, steps_to_deadline
-from mara_agents.allocators.nodes import SwitchCost, has_nodes, place
+from mara_agents.allocators.nodes import RemembersSwitchCost, has_nodes, place
 from mara_agents.allocators.predictive import PredictiveAllocator
 from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
 from mara_agents.predictors.demand import Demand
@@ -139,17 +139,12 @@ def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: i
     return order[np.asarray(best, dtype=np.int64)]
 
 
-class LARAPolicy(PredictiveAllocator):
+class LARAPolicy(RemembersSwitchCost, PredictiveAllocator):
     """The LARA allocator over any batched predictor (``lara``: WLS, ``lara-fm``: FM); see the module text."""
 
     def __init__(self, demand: Demand | Predictor, warmup: int = MIN_OBSERVATIONS):
         super().__init__(demand)
         self.warmup = warmup
-        self.switch = SwitchCost()
-
-    def reset(self) -> None:
-        """Forget the switching cost seen (:class:`~mara_agents.allocators.nodes.SwitchCost`)."""
-        self.switch.reset()
 
     def decide(self, observation: dict[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
         """LARA's rule (Wang et al., 2024, as adapted to M nodes in MARA §5.1; steps 1–4 of the module text):

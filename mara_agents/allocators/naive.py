@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from mara_agents.allocators.nodes import SwitchCost, has_nodes, place
+from mara_agents.allocators.nodes import RemembersSwitchCost, has_nodes, place
 from mara_env.features import TASK_FEATURE_INDEX
 
 _PRESENT = TASK_FEATURE_INDEX["present"]
@@ -46,17 +46,11 @@ def steps_since_arrival(observation: dict[str, np.ndarray], slots: np.ndarray) -
     return np.rint(observation["budget"][slots]).astype(np.int64) - steps_to_deadline(observation, slots)
 
 
-class RankingPolicy:
+class RankingPolicy(RemembersSwitchCost):
     """A rule that serves the M first slots of a ranking (:meth:`rank`).  With node features
     (:mod:`~mara_agents.allocators.nodes`) the same M tasks are served and placed in rank order: the fastest
-    free node to the first, and with a switching cost a running task keeps its node."""
-
-    def __init__(self) -> None:
-        self.switch = SwitchCost()
-
-    def reset(self) -> None:
-        """Forget the switching cost seen; the ranking itself is stateless."""
-        self.switch.reset()
+    free node to the first, and with a switching cost a running task keeps its node.  The ranking itself is
+    stateless; :meth:`reset` forgets the switching cost seen."""
 
     def rank(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         """The occupied slots, most urgent first."""

@@ -112,6 +112,21 @@ class SwitchCost:
         return NodeView(speed, own, slot_nodes[:, _SETUP], self.seen)
 
 
+class RemembersSwitchCost:
+    """An allocator's memory of c (:class:`SwitchCost`), forgotten by :meth:`reset`. Created on first use, so
+    that a user's subclass whose ``__init__`` does not call its parent's still works."""
+
+    @property
+    def switch(self) -> SwitchCost:
+        if "_switch" not in self.__dict__:
+            self._switch = SwitchCost()
+        return self._switch
+
+    def reset(self) -> None:
+        """Forget the switching cost seen."""
+        self.switch.reset()
+
+
 def _by_speed(speed: np.ndarray) -> np.ndarray:
     """Node indices, fastest first, ties to the lower index."""
     return np.lexsort((np.arange(speed.size), -speed))

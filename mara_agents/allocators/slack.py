@@ -22,11 +22,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from mara_agents.allocators.naive import present_slots, serve_in_order, steps_to_deadline
-from mara_agents.allocators.nodes import NodeView, SwitchCost, has_nodes, place
+from mara_agents.allocators.nodes import NodeView, RemembersSwitchCost, has_nodes, place
 from mara_agents.allocators.predictive import PredictiveAllocator
 from mara_agents.allocators.uncontended import decide_contended
-from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
-from mara_agents.predictors.demand import Demand
+from mara_agents.predictors.base import MIN_OBSERVATIONS
 
 WARMUP, FITS, SHORT = 0, 1, 2  # the three groups, served in this order
 
@@ -80,16 +79,8 @@ def node_slack_action(observation: dict[str, np.ndarray], predicted: np.ndarray,
     return place(slots[placed], view, steps[placed])
 
 
-class SlackPolicy(PredictiveAllocator):
+class SlackPolicy(RemembersSwitchCost, PredictiveAllocator):
     """Warm-up tasks first, then tasks predicted to fit (least slack first), then the rest."""
-
-    def __init__(self, demand: Demand | Predictor):
-        super().__init__(demand)
-        self.switch = SwitchCost()
-
-    def reset(self) -> None:
-        """Forget the switching cost seen (:class:`~mara_agents.allocators.nodes.SwitchCost`)."""
-        self.switch.reset()
 
     def act_batch(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
         """Actions (N, M): the ranking (and its predictor call) only for observations holding more tasks than

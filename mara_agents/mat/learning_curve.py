@@ -76,12 +76,25 @@ def read_scores(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def score_runs(run_dirs: Sequence[Path], out: Path) -> list[dict[str, str]]:
-    """Score every snapshot not yet in ``<out>/learning_curve.csv``, appending one row each; returns all rows."""
+def thinned(found: list[tuple[int, Path]], every: int, marks: Sequence[int]) -> list[tuple[int, Path]]:
+    """The snapshots at multiples of ``every`` env steps (all with ``every`` = 0), the last one, and the two
+    around each step of ``marks``: a coarser curve that still shows the marked steps."""
+    steps = [step for step, _ in found]
+    keep = {steps[-1]}
+    for mark in marks:
+        keep |= {max((s for s in steps if s <= mark), default=steps[0]), min((s for s in steps if s >= mark),
+                                                                           default=steps[-1])}
+    return [(step, path) for step, path in found if not every or step % every == 0 or step in keep]
+
+
+def score_runs(run_dirs: Sequence[Path], out: Path, every: int = 0,
+               marks: Sequence[int] = ()) -> list[dict[str, str]]:
+    """Score every chosen snapshot (:func:`thinned`) not yet in ``<out>/learning_curve.csv``, appending one row
+    each; returns all rows."""
     table = out / "learning_curve.csv"
     rows = read_scores(table)
     done = {(row["run"], int(row["step"])) for row in rows}
-    todo = [(run_dir, step, path) for run_dir in run_dirs for step, path in snapshots(run_dir)
+    todo = [(run_dir, step, path) for run_dir in run_dirs for step, path in thinned(snapshots(run_dir), every, marks)
             if (str(run_dir), step) not in done]
     new_file = not table.is_file()
     with open(table, "a", newline="") as handle:
@@ -163,6 +176,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="where learning_curve.csv/.md/.png go (a rerun resumes from the CSV)")
     parser.add_argument("--at", nargs="+", type=checks.argparse_type(checks.integer, None, int, low=1),
                         default=[10_500], help="env steps to tabulate (the nearest snapshot is shown)")
+    parser.add_argument("--every", default=0, type=checks.argparse_type(checks.integer, None, int, low=0),
+                        help="score only snapshots at multiples of this many env steps, the last one and the two "
+                             "around each --at step (default 0: every snapshot)")
     parser.add_argument("--threads", default=1, type=checks.argparse_type(checks.integer, None, int, low=1))
     args = parser.parse_args(argv)
     for run_dir in args.runs:
@@ -177,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    summary = summarise(score_runs(args.runs, args.out))
+    summary = summarise(score_runs(args.runs, args.out, args.every, args.at))
     table = at_steps(summary, args.at)
     atomic_write_text(args.out / "learning_curve.md", table + "\n")
     plot(summary, args.out / "learning_curve.png", args.at)

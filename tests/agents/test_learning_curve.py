@@ -56,3 +56,13 @@ def test_a_run_without_snapshots_is_one_line_and_status_2(bank_dir, tmp_path, ca
     with pytest.raises(SystemExit) as stop:
         run([str(tmp_path / "empty"), "--out", str(tmp_path / "out")])
     assert stop.value.code == 2 and "no snapshots (train with --snapshot-every N)" in capsys.readouterr().err
+
+
+def test_thinning_keeps_the_multiples_the_last_snapshot_and_the_two_around_each_mark():
+    from pathlib import Path
+
+    from mara_agents.mat.learning_curve import thinned
+    found = [(step, Path(f"step_{step}.pt")) for step in range(1400, 100_801, 1400)]
+    kept = [step for step, _ in thinned(found, 8400, [10_500])]
+    assert kept == sorted({*range(8400, 100_801, 8400), 9800, 11200})  # 100,800 is a multiple and the last
+    assert len(thinned(found, 0, [10_500])) == len(found)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 Cell = tuple[str, float | None]  # (task set, load)
 
@@ -90,3 +91,10 @@ def _stat_over_runs(data: np.ndarray) -> Stat | None:
 def _nanmean(values: Sequence[float]) -> float:
     array = np.asarray(values, dtype=float)
     return float(array[~np.isnan(array)].mean()) if np.any(~np.isnan(array)) else float("nan")
+
+
+def half_width(values: Sequence[float]) -> float:
+    """The half-width of the mean's t confidence interval at level 0.95 (NaN for fewer than two values)."""
+    if len(values) < 2:
+        return float("nan")
+    return float(scipy_stats.t.ppf(0.975, len(values) - 1) * np.std(values, ddof=1) / np.sqrt(len(values)))

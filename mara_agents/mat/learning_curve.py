@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy import stats
 
 from curves import checks
 from curves.bank import atomic_write_text
 from mara_agents.checkpoint_io import CheckpointError, manifest_path
+from mara_agents.evaluation.stats import half_width
 from mara_agents.interrupt import run_command
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.validation import node_options, validation_score
@@ -123,13 +123,6 @@ def summarise(rows: Sequence[dict[str, str]]) -> dict[str, list[tuple[int, float
         summary[method] = [(step, float(np.mean(v)), half_width(v), len(v))
                            for step, v in sorted(by_step.items()) if len(v) == seeds]
     return summary
-
-
-def half_width(values: Sequence[float]) -> float:
-    """The half-width of the mean's t confidence interval at level 0.95 (NaN for one value)."""
-    if len(values) < 2:
-        return float("nan")
-    return float(stats.t.ppf(0.975, len(values) - 1) * np.std(values, ddof=1) / np.sqrt(len(values)))
 
 
 def at_steps(summary: dict[str, list[tuple[int, float, float, int]]], steps: Sequence[int]) -> str:

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from mara_agents.mat.learning_curve import half_width, run, summarise
+from mara_agents.evaluation.stats import half_width
+from mara_agents.mat.learning_curve import run, summarise
 from mara_agents.mat.train import train
 
 from conftest import tiny_config

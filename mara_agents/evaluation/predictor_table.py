@@ -26,7 +26,8 @@ FIGURES = ("fig3a_forecast.png", "fig3b_mae_by_rank.png")
 def predictor_table(bank: Path, out: Path, cache: ResultCache) -> Grid:
     """Table 1 as a grid; its note says when FM is skipped (checkpoint missing or unreadable).
 
-    Figure 3's PNGs are written to ``out`` whenever FM is available and they are not there yet.
+    Figure 3's PNGs are written to ``out`` whenever FM is available and the table is measured anew (a new bank or
+    FM checkpoint, so the figures from before would show the old one) or they are not there yet.
     """
     import torch
 
@@ -46,7 +47,7 @@ def predictor_table(bank: Path, out: Path, cache: ResultCache) -> Grid:
     key = digest("table1", bank_fingerprint(str(bank)), checkpoint, source_fingerprint(bench.BenchRow),
                  source_fingerprint(WLSPredictor))
     rows = cache.get_many([key]).get(key)
-    need_figures = "FM" in predictors and not all((out / name).is_file() for name in FIGURES)
+    need_figures = "FM" in predictors and (rows is None or not all((out / name).is_file() for name in FIGURES))
     if rows is None or need_figures:
         torch.set_num_threads(1)  # the benchmark's own default: latency per prefix on one CPU thread
         curves = load_bank(bank)

@@ -13,7 +13,7 @@ from curves.catalog import SHIPPED
 from curves.data.errors import DataMissingError
 from curves.feasibility import early_feasibility, feasibility, new_minimum_batches
 
-COUNTS = {"id": {"train": 30, "val": 6, "test": 24}, "ood": {"train": 0, "val": 6, "test": 24}}
+COUNTS = {"id": {"train": 50, "val": 10, "test": 24}, "ood": {"train": 0, "val": 6, "test": 24}}
 REGEN_BATCHES = 30
 # The first losses depend only on the recorded seed, data order and initialisation, so they must match to
 # float round-off.  Later ones pass through SGD updates, which amplify round-off that differs between CPU

@@ -41,6 +41,19 @@ def test_with_an_fm_checkpoint_the_table_is_cached_and_figure_3_drawn(bank_dir, 
     assert math.isfinite(mae) and mae >= 0
 
 
+def test_a_new_fm_checkpoint_redraws_figure_3_that_an_older_one_drew(bank_dir, tmp_path, monkeypatch):
+    cache, out = ResultCache(tmp_path / "cache.sqlite"), tmp_path / "out"
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        checkpoint = tmp_path / f"fm{seed}.pt"
+        save_checkpoint(checkpoint, FlowMatchingModel())
+        monkeypatch.setattr(CHECKPOINT, checkpoint)
+        predictor_table(bank_dir, out, cache)
+        if seed == 0:
+            drawn = {name: (out / name).read_bytes() for name in FIGURES}
+    assert (out / FIGURES[0]).read_bytes() != drawn[FIGURES[0]]  # the forecast panel shows the new FM
+
+
 def test_table_1_is_computed_in_a_process_of_its_own_and_a_failure_there_is_reported_in_its_note(bank_dir,
                                                                                                  tmp_path, monkeypatch):
     def not_here(*args):

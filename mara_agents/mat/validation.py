@@ -41,7 +41,6 @@ from mara_agents.mat.model import MATModel
 from mara_agents.policy import Policy
 from mara_agents.predictors.base import Predictor
 from mara_agents.runner import evaluate_workload
-from mara_env.config import MARAConfig
 from mara_env.fixed_workloads import build_workload
 from mara_env.tasksets import TASK_SETS
 from mara_env.workload import save_workload
@@ -62,16 +61,10 @@ def validation_workload(path: Path, bank: str, task_set: str, load: float, roots
     return path
 
 
-def node_options(env: MARAConfig) -> dict[str, Any]:
-    """The env's node options (``node_speeds``, ``switch_cost``) as keyword arguments, none when at defaults:
-    the validation workloads are played in the setting the run trains in."""
-    return {"node_speeds": env.node_speeds, "switch_cost": env.switch_cost} if env.node_options else {}
-
-
 def validation_score(model: MATModel, predictor: Predictor, workloads: Sequence[Path], bank: str,
                      **options: Any) -> float:
     """Mean over the workloads of the greedy policy's mean success rate on each (episodes in lock-step), played
-    with the env ``options`` (:func:`node_options`)."""
+    with the env ``options`` (the run's setting, :meth:`~mara_agents.mat.setting.Setting.options`)."""
     was_training = model.training
     policy = MATPolicy(model, predictor)
     scores = [np.nanmean([row["success_rate"] for row in evaluate_workload(policy, path, bank=bank, **options)])

@@ -213,21 +213,31 @@ class MATModel(nn.Module):
         """The slot features the encoder reads: without the FM-slack rank column when the model has one."""
         return slots[..., :-1] if self.hparams.slack_prior else slots
 
-    def slack_prior(self, slots: torch.Tensor) -> torch.Tensor | None:
-        """(B, 1, K + 1) logits that order slots as FM-slack does (idle last), or None without the prior."""
+    def slack_prior(self, slots: torch.Tensor, nodes: torch.Tensor | None = None) -> torch.Tensor | None:
+        """(B, 1, K + 1) logits that order slots as FM-slack does (idle last), or None without the prior.  With
+        node tokens, (B, M, K + 1): node i's choice in FM-slack's joint action on nodes (the tokens' last node
+        column) ranks first, then the slots in FM-slack's order, then idle, so an untrained model places the
+        tasks where FM-slack does."""
         if not self.hparams.slack_prior:
             return None
         ranks = slots[..., -1]
         idle = torch.full_like(ranks[..., :1], float(ranks.shape[-1]))
-        return -self.prior_scale * torch.cat([idle, ranks], dim=-1)[:, None, :]
+        order = torch.cat([idle, ranks], dim=-1)[:, None, :]
+        if nodes is None:
+            return -self.prior_scale * order
+        planned = nodes[..., -1:].long()  # (B, M, 1): 0 idle, k + 1 slot k
+        order = (order + 1).expand(-1, nodes.shape[1], -1).scatter(-1, planned, 0.0)
+        return -self.prior_scale * order
 
     def additive_logits(self, tokens: Tokens) -> torch.Tensor | None:
-        """What is added to the pointer logits: the FM-slack prior (B, 1, K + 1) and, with node tokens, each node's
-        learned preference for the slot it served at the previous step (B, M, K + 1); None when neither."""
-        prior = self.slack_prior(tokens.slots)
+        """What is added to the pointer logits: the FM-slack prior (B, 1, K + 1; per node with node tokens) and,
+        with node tokens, each node's learned preference for the slot it served at the previous step
+        (B, M, K + 1); None when neither."""
+        prior = self.slack_prior(tokens.slots, tokens.nodes)
         if not self.hparams.node_features:
             return prior
-        stays = tokens.nodes[..., self.hparams.node_features:]
+        first = self.hparams.node_features
+        stays = tokens.nodes[..., first:first + self.hparams.num_slots]
         stay = self.stay_weight * torch.cat([torch.zeros_like(stays[..., :1]), stays], dim=-1)
         return stay if prior is None else stay + prior
 

@@ -12,21 +12,24 @@ import pytest
 import torch
 
 import train as train_cli
-from mara_agents.allocators.mat import load_mat_policy
+from mara_agents.allocators.mat import MATPolicy, load_mat_policy
+from mara_agents.allocators.slack import SlackPolicy
 from mara_agents.mat.checkpoint import export_policy, load_policy
 from mara_agents.mat.ensemble import MATEnsemble, load_mat_ensemble
 from mara_agents.mat.experts import TRUE_REMAINING, PrivilegedSlackExpert
 from mara_agents.mat.il_train import train_il
-from mara_agents.mat.imitation import ExpertRollout, ImitationSettings, LabelledStates, fit
+from mara_agents.mat import validation
+from mara_agents.mat.imitation import ExpertRollout, ImitationSettings, LabelledStates
 from mara_agents.mat.model import MATHyperParameters, MATModel, placing_greedy_choice
 from mara_agents.mat.setting import Setting
 from mara_agents.mat.tokens import NUM_NODE_TOKEN_FEATURES, NUM_SLOT_FEATURES, build_tokens
-from mara_agents.predictors.demand import make_demand
+from mara_agents.predictors.demand import Demand, make_demand
+from mara_agents.predictors.wls import WLSPredictor
 from mara_agents.runner import evaluate_workload
 from mara_env.config import MARAConfig
 
 from conftest import hand_observation
-from test_imitation import BUSY, tiny_il_config
+from test_imitation import BUSY, first_and_last_fit, tiny_il_config
 from test_node_allocators import with_nodes
 
 SETTING = Setting(num_nodes=4, node_speeds=(1, 1, 1, 4), switch_cost=2)
@@ -84,6 +87,22 @@ def _setting_config(bank_dir, **changes) -> MARAConfig:
     return MARAConfig(bank=str(bank_dir), **{**SETTING.options(), **changes})
 
 
+def test_an_untrained_node_token_student_with_the_prior_places_tasks_where_fm_slack_does(bank_dir):
+    torch.manual_seed(0)
+    demand = Demand(WLSPredictor())
+    student = MATPolicy(MATModel(MATHyperParameters(num_nodes=4, slack_prior=True, slot_features=NUM_SLOT_FEATURES + 2,
+                                                    node_features=NUM_NODE_TOKEN_FEATURES)), demand)
+    env = gym.make("MARA-v0", config=_setting_config(bank_dir, arrival_prob=BUSY))
+    observation, _ = env.reset(seed=4)
+    placed = 0
+    for _ in range(120):
+        rule = SlackPolicy(demand).act(observation)  # a fresh rule: c only as this observation shows it
+        assert student.act(observation).tolist() == rule.tolist()
+        placed += int(rule[3] > 0 and (rule[:3] == 0).any())  # the fast node serves while a slow one idles
+        observation, *_ = env.step(rule)
+    assert placed > 0
+
+
 def test_dagger_in_a_setting_labels_every_state_with_a_task_with_the_experts_per_node_action(bank_dir):
     rollout = ExpertRollout([_setting_config(bank_dir, arrival_prob=BUSY)] * 2, make_demand("wls"), seed=1,
                             device=torch.device("cpu"))
@@ -98,12 +117,7 @@ def test_dagger_in_a_setting_labels_every_state_with_a_task_with_the_experts_per
     single = (occupied == 1) & (tokens.nodes[:, :, NUM_NODE_TOKEN_FEATURES:].sum((1, 2)) == 0)
     assert single.any()  # a lone task that no node served before: the expert puts it on the fast node
     assert (actions[single, 3] > 0).all() and (actions[single, :3] == 0).all()
-    settings = ImitationSettings(bc_epochs=1, bc_batch=32, bc_lr=3e-3)
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings.bc_lr)
-    generator = torch.Generator().manual_seed(0)
-    first = fit(model, optimizer, data, settings, generator, torch.device("cpu"))
-    for _ in range(6):
-        last = fit(model, optimizer, data, settings, generator, torch.device("cpu"))
+    first, last = first_and_last_fit(model, data, passes=7)
     assert last["imitation_loss"] < 0.8 * first["imitation_loss"]
 
 
@@ -184,3 +198,13 @@ def test_an_ensemble_refuses_members_of_different_settings_naming_both(tmp_path)
         load_mat_ensemble(paths)
     assert "switch_cost=2" in str(refused.value) and "switch_cost=1" in str(refused.value)
     assert str(paths[0]) in str(refused.value) and str(paths[1]) in str(refused.value)
+
+
+def test_the_check_plays_a_student_in_its_setting_and_refuses_another(student, bank_dir, tmp_path, capsys):
+    flags = [str(student.checkpoint), "--bank", str(bank_dir), "--dir", str(tmp_path), "--roots", "1",
+             "--episodes", "1", "--stress-only"]
+    assert validation.main([*flags, "--num-nodes", "4", "--node-speeds", "1,1,1,4", "--switch-cost", "2"]) == 0
+    assert str(student.checkpoint) in capsys.readouterr().out
+    assert validation.main(flags) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "add --num-nodes 4 --node-speeds 1,1,1,4 --switch-cost 2" in error[0]

@@ -151,6 +151,9 @@ def test_init_from_a_student_of_another_setting_is_one_line_naming_both(student,
     assert "add --num-nodes 4 --node-speeds 1,1,1,4 --switch-cost 2" in error[0]
     assert train_cli.main(flags) == 2
     assert "this run is in num_nodes=7, node_speeds=all 1, switch_cost=0" in capsys.readouterr().err
+    tiny = ["--validate-every", "0", "--num-envs", "2", "--rollout-steps", "10", "--epochs", "1", "--minibatches", "2"]
+    assert train_cli.main([*flags, *SETTING.flags().split(), *tiny]) == 0  # the matching setting trains
+    assert load_policy(tmp_path / "ft" / "selected.pt").setting == SETTING
 
 
 def _node_member(seed: int) -> MATModel:

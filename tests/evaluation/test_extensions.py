@@ -4,6 +4,7 @@ file, and ``evaluate.py extensions`` end to end on the synthetic bank."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -194,3 +195,24 @@ def test_a_missing_learned_checkpoint_is_a_note_and_the_section_is_spliced_apart
     assert "ghost left out, checkpoint not found" in summary["grids"]["extensions"]["note"]
     assert "the paper's tables" in readme and "## Beyond the paper: node speeds and switching costs" in readme
     assert readme.index("## Results") < readme.index("## Beyond the paper")
+
+
+def test_the_harness_plays_and_bounds_a_setting_with_its_env_options(bank_dir, workloads_dir):
+    from mara_agents.allocators.registry import make_policy
+    from mara_agents.evaluation.clairvoyant import clairvoyant_successes
+    from mara_agents.evaluation.harness import Settings, evaluate
+    from mara_agents.runner import evaluate_workload
+    from mara_env.engine import cached_bank, cached_workload
+    from mara_env.fixed_workloads import workload_path
+
+    options = (("node_speeds", (1, 1, 4)), ("num_nodes", 3), ("switch_cost", 2))
+    settings = Settings(bank_dir, workloads_dir, roots=1, episodes=2, jobs=1, progress=False, env=options)
+    rows = evaluate([("fifo", "id", 0.07)], settings).rows
+    path = workload_path("id", 0.07, workloads_dir)
+    alone = evaluate_workload(make_policy("fifo"), path, bank=bank_dir, episodes=[0, 1], **dict(options))
+    assert [r["successes"] for r in rows if r["method"] == "fifo"] == [r["successes"] for r in alone]
+    episodes = cached_workload(str(path), str(bank_dir)).episodes[:2]
+    expected = [float(clairvoyant_successes(ep, cached_bank(str(bank_dir)), 3, (1, 1, 4), 2).sum()) for ep in episodes]
+    assert [r["successes"] for r in rows if r["method"] == "clairvoyant"] == expected
+    default = evaluate([("fifo", "id", 0.07)], dataclasses.replace(settings, env=())).rows
+    assert default != rows  # the options changed the episodes (3 nodes, one fast, setups)

@@ -44,8 +44,8 @@ from mara_env.fixed_workloads import EPISODES_PER_ROOT, EVAL_LOADS, EVAL_TASK_SE
 from mara_env.workload import WorkloadError
 
 EXPERIMENTS = ("table1", "table2", "table3", "fig4", "table4", "table5", "families", "clairvoyant", "compare")
-# Run only when named: the settings beyond the paper replay every hand-written allocator per setting (about half
-# an hour on two cores), too much for every run of the paper's tables.
+# Run only when named: the settings beyond the paper replay every hand-written allocator in each setting, under
+# options no other experiment plays (so nothing is shared with the paper's tables), too slow for every run.
 OPTIONAL_EXPERIMENTS = ("extensions",)
 QUICK = {"roots": 2, "episodes": 1, "loads": (0.04, 0.07), "seeds": 1}
 USAGE_EXAMPLES = """
@@ -167,7 +167,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="run the episodes as Ray tasks: on a local Ray, or on the cluster at ADDRESS (auto, "
                              "HOST:PORT, ray://HOST:PORT); same cache and results (docs/ray.md)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--settings", type=settings_file, default=SHIPPED, metavar="FILE",
+    parser.add_argument("--settings", type=checks.argparse_type(checks.existing_file), default=SHIPPED,
+                        metavar="FILE",
                         help="the extensions experiment's settings file (default: the shipped "
                              "mara_agents/evaluation/extension_settings.json)")
     parser.add_argument("--readme", type=checks.argparse_type(checks.writable_file), metavar="FILE",
@@ -177,7 +178,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """The checks argparse's types cannot make alone: experiment names, ``--ray`` and ``--readme``."""
+    """The checks argparse's types cannot make alone: experiment names, ``--ray``, ``--readme``, and the
+    extensions experiment's loads and settings file."""
     known = (*EXPERIMENTS, *OPTIONAL_EXPERIMENTS)
     unknown = [e for e in args.experiments if e not in known]
     if unknown:
@@ -192,9 +194,14 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             parser.error(str(exc))
     if args.readme is not None and not args.readme.is_file():
         parser.error(f"--readme {args.readme}: no such file (name the README whose Results section to replace)")
-    if "extensions" in args.experiments and args.loads and not set(args.loads) & set(EXTENSION_LOADS):
-        parser.error(f"--loads {' '.join(map(str, args.loads))}: the extensions experiment reports p = "
-                     f"{' and '.join(map(str, EXTENSION_LOADS))}; select at least one of them")
+    if "extensions" in args.experiments:
+        if args.loads and not set(args.loads) & set(EXTENSION_LOADS):
+            parser.error(f"--loads {' '.join(map(str, args.loads))}: the extensions experiment reports p = "
+                         f"{' and '.join(map(str, EXTENSION_LOADS))}; select at least one of them")
+        try:
+            load_settings(args.settings)
+        except ValueError as exc:
+            parser.error(f"--settings: {exc}")
 
 
 def _is_full_default(args: argparse.Namespace) -> bool:
@@ -216,15 +223,6 @@ def _is_full_extensions(args: argparse.Namespace) -> bool:
             and Path(args.settings).resolve() == SHIPPED.resolve()
             and Path(args.bank).resolve() == Path(DEFAULT_BANK).resolve()
             and Path(args.workloads).resolve() == Path(WORKLOAD_DIR).resolve())
-
-
-def settings_file(text: str) -> Path:
-    """argparse type: a settings file of the extensions experiment that loads."""
-    try:
-        load_settings(Path(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return Path(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -119,10 +119,13 @@ def setting_from_json(where: str, entry: Any) -> Setting:
     learned = entry.get("learned", [])
     if not isinstance(learned, list):
         raise ValueError(f"{where}: learned must be a list, got {learned!r}")
+    entries = tuple(_learned(f"{where} {entry['name']}", item) for item in learned)
+    labels = [item.label for item in entries]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"{where} {entry['name']}: the learned labels must be unique, got {labels}")
     try:
         return Setting(entry["name"], entry.get("num_nodes", 7), None if speeds is None else tuple(speeds),
-                       entry.get("switch_cost", 0),
-                       tuple(_learned(f"{where} {entry['name']}", item) for item in learned))
+                       entry.get("switch_cost", 0), entries)
     except TypeError as exc:
         raise ValueError(f"{where}: {exc}") from None
 

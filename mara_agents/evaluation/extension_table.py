@@ -40,7 +40,7 @@ TASK_SET = "id"
 HEADING = "## Beyond the paper: node speeds and switching costs"
 FAIRNESS = ((MIN_KEY, "min family (%)", 100.0), (JAIN_KEY, "Jain", 1.0))
 COLUMNS = ("setting", "method", "label", "seed", "task_set", "load", "root", "episode", "tasks", "successes",
-           "success_rate", MIN_KEY, JAIN_KEY)
+           "success_rate", MIN_KEY, JAIN_KEY, "utilisation", "setup")
 FILES = ("extensions.csv", "extensions.md", "extensions.json")
 TEXT = ("Settings beyond the paper (docs/extensions.md says how they were chosen, on `val` curves only): node "
         "speeds (`node_speeds`, batches per step of each node) and a switching cost (`switch_cost`, setup steps "

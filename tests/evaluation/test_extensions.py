@@ -123,6 +123,9 @@ def test_a_settings_file_round_trips_and_names_a_learned_allocator_as_a_policy(t
     ({"settings": [{"name": "x", "learned": [{"method": "fifo", "checkpoint": "a.pt"}]}]}, "method"),
     ({"settings": [{"name": "x", "learned": [{"method": "mara"}]}]}, "checkpoint"),
     ({"settings": [{"name": "x"}, {"name": "x"}]}, "unique"),
+    ({"settings": [{"name": "x", "learned": [{"method": "mara", "checkpoint": "a.pt"},
+                                             {"method": "mara", "checkpoint": "b.pt"}]}]}, "labels must be unique"),
+    ({"settings": [{"name": "x", "learned": [{"method": "mara", "checkpoint": "c:/a.pt"}]}]}, "must not contain"),
 ])
 def test_a_bad_settings_file_is_refused_naming_the_field(tmp_path, document, named):
     path = tmp_path / "settings.json"

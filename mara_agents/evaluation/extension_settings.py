@@ -42,9 +42,9 @@ class Learned:
         """The checkpoint files (relative ones under the repository root)."""
         return [path if path.is_absolute() else REPOSITORY / path for path in map(Path, self.checkpoints)]
 
-    def missing(self) -> list[Path]:
-        """The checkpoint files that are not there."""
-        return [path for path in self.paths() if not path.is_file()]
+    def missing(self) -> list[str]:
+        """The checkpoints that are not there, as the settings file names them."""
+        return [name for name, path in zip(self.checkpoints, self.paths()) if not path.is_file()]
 
     def import_path(self) -> str:
         """The allocator as the evaluation's ``NAME=module:Factory:key=value,...`` policy (see

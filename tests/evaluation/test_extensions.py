@@ -219,3 +219,13 @@ def test_the_harness_plays_and_bounds_a_setting_with_its_env_options(bank_dir, w
     assert [r["successes"] for r in rows if r["method"] == "clairvoyant"] == expected
     default = evaluate([("fifo", "id", 0.07)], dataclasses.replace(settings, env=())).rows
     assert default != rows  # the options changed the episodes (3 nodes, one fast, setups)
+
+
+def test_the_shipped_settings_file_loads_and_both_combines_the_other_two():
+    from mara_agents.evaluation.extension_settings import SHIPPED
+
+    settings = {setting.name: setting for setting in load_settings(SHIPPED)}
+    assert set(settings) == {"speeds", "switch-cost", "both"}
+    assert settings["both"].node_speeds == settings["speeds"].node_speeds
+    assert settings["both"].switch_cost == settings["switch-cost"].switch_cost > 0
+    assert sum(settings["speeds"].node_speeds) == 7  # the default's capacity, on fewer nodes (docs/extensions.md)

@@ -72,7 +72,7 @@ def _leaf_type(cls: type, name: str) -> type:
     return hint
 
 
-def _integers(text: str) -> tuple[int, ...]:
+def integer_list(text: str) -> tuple[int, ...]:
     """argparse type converter for ``tuple[int, ...]`` fields, written ``1,1,2,4``."""
     try:
         return tuple(int(part) for part in text.split(","))
@@ -128,7 +128,7 @@ def build_parser(cls: type, prog: str, description: str) -> argparse.ArgumentPar
         if kind is bool:
             parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default, help=text)
         else:
-            converter = _number(kind) if kind in (int, float) else _integers if kind == tuple[int, ...] else kind
+            converter = _number(kind) if kind in (int, float) else integer_list if kind == tuple[int, ...] else kind
             metavar = "INT,INT,..." if kind == tuple[int, ...] else kind.__name__.upper()
             parser.add_argument(flag, dest=dest, type=converter, default=default, metavar=metavar,
                                 help=f"{text} (default: {default})")

@@ -24,6 +24,11 @@ from curves.bank import DEFAULT_BANK, BankError
 from mara_agents.checkpoint_io import CheckpointError, portable_path
 from mara_agents.evaluation.cache import CacheError, ResultCache
 from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
+from mara_agents.evaluation.extension_settings import SHIPPED, load_settings
+from mara_agents.evaluation.extension_table import FILES as EXTENSION_FILES
+from mara_agents.evaluation.extension_table import HAND_WRITTEN
+from mara_agents.evaluation.extension_table import LOADS as EXTENSION_LOADS
+from mara_agents.evaluation.extension_table import run_extensions, write_extensions
 from mara_agents.evaluation.figures import plot_load_generalisation
 from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.evaluation.harness import MAX_JOBS, Settings, evaluate
@@ -39,6 +44,9 @@ from mara_env.fixed_workloads import EPISODES_PER_ROOT, EVAL_LOADS, EVAL_TASK_SE
 from mara_env.workload import WorkloadError
 
 EXPERIMENTS = ("table1", "table2", "table3", "fig4", "table4", "table5", "families", "clairvoyant", "compare")
+# Run only when named: the settings beyond the paper replay every hand-written allocator in each setting, under
+# options no other experiment plays (so nothing is shared with the paper's tables), too slow for every run.
+OPTIONAL_EXPERIMENTS = ("extensions",)
 QUICK = {"roots": 2, "episodes": 1, "loads": (0.04, 0.07), "seeds": 1}
 USAGE_EXAMPLES = """
 experiments (default: all):
@@ -47,6 +55,7 @@ experiments (default: all):
   table4       operational diagnostics over all loads            table5   dense vs sparse reward
   families     success by task family at p = 0.04                clairvoyant  bounds per workload
   compare      paper vs ours, cell by cell
+  extensions   node speeds and switching costs (docs/extensions.md), p = 0.04 and 0.07; only when named
 
 examples:
   python evaluate.py                                    # everything, shipped checkpoints and workloads
@@ -92,7 +101,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = _parser()
     args = parser.parse_args(argv)
     _check_flags(parser, args)
-    full = _is_full_default(args)
+    full = _is_full_default(args) or _is_full_extensions(args)
     quick = QUICK if args.quick else {}
     defaults = {"roots": quick.get("roots", ROOTS), "episodes": quick.get("episodes", EPISODES_PER_ROOT),
                 "loads": quick.get("loads", EVAL_LOADS), "seeds": quick.get("seeds")}
@@ -119,10 +128,12 @@ def _parser() -> argparse.ArgumentParser:
                                      "and write the paper's tables and figures.", epilog=USAGE_EXAMPLES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiments", nargs="*", metavar="EXPERIMENT",
-                        help=f"which experiments to run: {', '.join(EXPERIMENTS)} (default: all)")
+                        help=f"which experiments to run: {', '.join(EXPERIMENTS)} (default: all), and "
+                             f"{', '.join(OPTIONAL_EXPERIMENTS)} (only when named)")
     parser.add_argument("--methods", nargs="+", metavar="NAME", type=method_name,
                         help="methods for Tables 2–4 and Figure 4 instead of the paper's (registered names or "
-                             "package.module:Factory); Table 5 always compares mara with mara-sparse")
+                             "package.module:Factory), and for extensions instead of every hand-written allocator; "
+                             "Table 5 always compares mara with mara-sparse")
     parser.add_argument("--policy", action="append", default=[], metavar="[NAME=]MODULE:FACTORY[:K=V,...]",
                         type=user_policy,
                         help="also evaluate your own policy: FACTORY(K=V, ...) imported from MODULE (the current "
@@ -156,17 +167,24 @@ def _parser() -> argparse.ArgumentParser:
                         help="run the episodes as Ray tasks: on a local Ray, or on the cluster at ADDRESS (auto, "
                              "HOST:PORT, ray://HOST:PORT); same cache and results (docs/ray.md)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--settings", type=checks.argparse_type(checks.existing_file), default=SHIPPED,
+                        metavar="FILE",
+                        help="the extensions experiment's settings file (default: the shipped "
+                             "mara_agents/evaluation/extension_settings.json)")
     parser.add_argument("--readme", type=checks.argparse_type(checks.writable_file), metavar="FILE",
-                        help="also replace FILE's '## Results' section with this run's (with machine and wall time)")
+                        help="also replace FILE's '## Results' section with this run's (with machine and wall time); "
+                             "extensions replaces a section of its own")
     return parser
 
 
 def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """The checks argparse's types cannot make alone: experiment names, ``--ray`` and ``--readme``."""
-    unknown = [e for e in args.experiments if e not in EXPERIMENTS]
+    """The checks argparse's types cannot make alone: experiment names, ``--ray``, ``--readme``, and the
+    extensions experiment's loads and settings file."""
+    known = (*EXPERIMENTS, *OPTIONAL_EXPERIMENTS)
+    unknown = [e for e in args.experiments if e not in known]
     if unknown:
-        parser.error(f"unknown experiment(s) {unknown}; choose from {', '.join(EXPERIMENTS)}")
-    if args.ray in EXPERIMENTS:  # `--ray table2`: the experiment, not an address
+        parser.error(f"unknown experiment(s) {unknown}; choose from {', '.join(known)}")
+    if args.ray in known:  # `--ray table2`: the experiment, not an address
         args.experiments.append(args.ray)
         args.ray = LOCAL
     if args.ray is not None:
@@ -176,6 +194,14 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             parser.error(str(exc))
     if args.readme is not None and not args.readme.is_file():
         parser.error(f"--readme {args.readme}: no such file (name the README whose Results section to replace)")
+    if "extensions" in args.experiments:
+        if args.loads and not set(args.loads) & set(EXTENSION_LOADS):
+            parser.error(f"--loads {' '.join(map(str, args.loads))}: the extensions experiment reports p = "
+                         f"{' and '.join(map(str, EXTENSION_LOADS))}; select at least one of them")
+        try:
+            load_settings(args.settings)
+        except ValueError as exc:
+            parser.error(f"--settings: {exc}")
 
 
 def _is_full_default(args: argparse.Namespace) -> bool:
@@ -184,6 +210,17 @@ def _is_full_default(args: argparse.Namespace) -> bool:
             and not args.quick and set(args.task_sets) == {*EVAL_TASK_SETS, "stress"}
             and (args.loads is None or set(args.loads) == set(EVAL_LOADS))
             and args.roots in (None, ROOTS) and args.episodes in (None, EPISODES_PER_ROOT) and args.seeds is None
+            and Path(args.bank).resolve() == Path(DEFAULT_BANK).resolve()
+            and Path(args.workloads).resolve() == Path(WORKLOAD_DIR).resolve())
+
+
+def _is_full_extensions(args: argparse.Namespace) -> bool:
+    """Whether the run is the extensions experiment alone, on its whole default grid and the shipped inputs: such
+    a run writes its own files (and only those) under results/."""
+    return (args.experiments == ["extensions"] and not args.methods and not args.policy and not args.quick
+            and (args.loads is None or set(EXTENSION_LOADS) <= set(args.loads))
+            and args.roots in (None, ROOTS) and args.episodes in (None, EPISODES_PER_ROOT)
+            and Path(args.settings).resolve() == SHIPPED.resolve()
             and Path(args.bank).resolve() == Path(DEFAULT_BANK).resolve()
             and Path(args.workloads).resolve() == Path(WORKLOAD_DIR).resolve())
 
@@ -200,16 +237,46 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     ResultCache(args.cache or args.out / "cache.sqlite").close()  # an unusable cache fails here, before any work
     command = " ".join(["python evaluate.py", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    try:
+        status = _paper_experiments(args, command, start) if set(args.experiments) - {"extensions"} else 0
+        if "extensions" in args.experiments:
+            status = max(status, _extensions(args, command, start))
+    except RayEvaluationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return status
+
+
+def _extensions(args: argparse.Namespace, command: str, start: float) -> int:
+    """The extensions experiment: every setting of ``--settings`` played, its files written under ``--out``."""
+    loads = tuple(p for p in sorted(args.loads) if p in EXTENSION_LOADS)
+    settings = Settings(args.bank, args.workloads, args.roots, args.episodes, None, args.jobs,
+                        args.cache or args.out / "cache.sqlite", progress=not args.no_progress, ray=args.ray)
+    every, grids = run_extensions(load_settings(args.settings), settings, loads, args.methods or HAND_WRITTEN)
+    record = {"roots": args.roots, "episodes": args.episodes, "loads": list(loads),
+              "bank": portable_path(args.bank), "workloads": portable_path(args.workloads),
+              "settings_file": portable_path(args.settings)}
+    text = write_extensions(args.out, every, grids, command, record)
+    problems = [problem for played in every for problem in violations(played.rows)]
+    print(markdown(grids["extensions"]))
+    for problem in problems:
+        print(f"INVARIANT VIOLATED: {problem}")
+    elapsed = time.perf_counter() - start
+    if args.readme:
+        splice_readme(args.readme, text, f"This run: {elapsed / 60:.1f} min wall time on {machine_description()} "
+                                         f"with {settings.jobs} worker process(es).")
+    print(f"extensions: results in {args.out}/ ({', '.join(EXTENSION_FILES)}; {elapsed:.1f} s)")
+    return 1 if problems else 0
+
+
+def _paper_experiments(args: argparse.Namespace, command: str, start: float) -> int:
+    """The paper's experiments (and ours beside them): evaluate, write results, print Table 2."""
     selection = Selection(tuple(args.methods) if args.methods else None, tuple(args.policy), tuple(args.task_sets),
                           tuple(sorted(args.loads)))
     settings = Settings(args.bank, args.workloads, args.roots, args.episodes, args.seeds, args.jobs,
                         args.cache or args.out / "cache.sqlite", progress=not args.no_progress, strict=True,
                         ray=args.ray)
-    try:
-        results = evaluate(plan(args.experiments, selection), settings)
-    except RayEvaluationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    results = evaluate(plan(args.experiments, selection), settings)
     grids = build_grids(args.experiments, selection, results.rows, {s.method for s in results.skipped
                                                                      if not _has_rows(results.rows, s.method)})
     if "table1" in args.experiments:

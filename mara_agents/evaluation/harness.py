@@ -70,6 +70,9 @@ class Settings:
     # method whose optional extra is missing, which is skipped and listed with the reason either way
     strict: bool = False
     ray: str | None = None  # run the units as Ray tasks: "local" (a local Ray of `jobs` CPUs) or a cluster address
+    # env options every episode is played with, as (field, value) pairs of MARAConfig (``num_nodes``,
+    # ``node_speeds``, ``switch_cost``, ``fairness_metrics``); empty: MARA-v0's defaults, the paper's setting
+    env: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         checks.existing_dir("bank", self.bank)
@@ -83,6 +86,12 @@ class Settings:
             checks.writable_file("cache", self.cache)
         if self.ray is not None and not isinstance(self.ray, str):
             raise TypeError(f"ray must be an address string or None, got {self.ray!r}")
+        MARAConfig(**dict(self.env))  # a bad option raises here, naming it
+
+    @property
+    def num_nodes(self) -> int:
+        """M of the episodes played (the env options' ``num_nodes``, else the default)."""
+        return MARAConfig(**dict(self.env)).num_nodes
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,7 @@ class Unit:
     seed: int | None
     targets: tuple[Target, ...]
     keys: tuple[str, ...]
+    env: tuple[tuple[str, Any], ...] = ()  # the env options it is played with (Settings.env)
 
 
 @dataclass
@@ -129,48 +139,59 @@ def load_slice(settings: Settings, task_set: str, load: float | None) -> list[Ta
             if ep.root < settings.roots and ep.index < settings.episodes]
 
 
-def episode_key(run: Availability, target: Target, bank: Path) -> str:
-    """Cache key of one played episode: method, seed, checkpoint hash, workload, bank, simulator code."""
+def _options(env: tuple[tuple[str, Any], ...]) -> list[dict[str, Any]]:
+    """The env options as a key part: none at all with the defaults, so those keys are what they always were."""
+    return [dict(sorted(env))] if env else []
+
+
+def episode_key(run: Availability, target: Target, bank: Path, env: tuple[tuple[str, Any], ...] = ()) -> str:
+    """Cache key of one played episode: method, seed, checkpoint hash, workload, bank, simulator code, env
+    options."""
     return digest("episode", CACHE_VERSION, run.method, run.seed, run.fingerprint, target.checksum,
-                  bank_fingerprint(str(bank)), simulator_fingerprint(), target.index)
+                  bank_fingerprint(str(bank)), simulator_fingerprint(), target.index, *_options(env))
 
 
-def bounds_key(target: Target, bank: Path, num_nodes: int) -> str:
+def bounds_key(target: Target, bank: Path, num_nodes: int, env: tuple[tuple[str, Any], ...] = ()) -> str:
     """Cache key of one episode's Oracle and Clairvoyant bounds."""
     return digest("bounds", CACHE_VERSION, target.checksum, bank_fingerprint(str(bank)), simulator_fingerprint(),
-                  source_fingerprint(clairvoyant_successes), num_nodes, target.index)
+                  source_fingerprint(clairvoyant_successes), num_nodes, target.index, *_options(env))
 
 
 # ---------------------------------------------------------------------------------------------- workers
-def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: str) -> list[dict[str, Any]]:
+def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: str,
+              env: tuple[tuple[str, Any], ...] = ()) -> list[dict[str, Any]]:
     """Play the episodes side by side on the native vector env (:func:`~mara_agents.runner.play_episodes`): a
     batched policy decides for all of them in one call per step, any other policy plays each episode as a
     fresh copy of its own.  Each row holds the episode metrics and the per-family outcomes (``families``).  A
-    user's policy has its actions checked (:func:`~mara_agents.evaluation.methods.checked`)."""
+    user's policy has its actions checked (:func:`~mara_agents.evaluation.methods.checked`).  ``env`` holds the
+    env options (:attr:`Settings.env`)."""
     episodes = [cached_workload(target.path, bank).episodes[target.index] for target in targets]
-    policy = _player(method, seed)
+    config = MARAConfig(**dict(env))
+    policy = _player(method, seed, config)
     batched = is_batched(policy)
-    players = policy if batched else [policy, *(_player(method, seed) for _ in targets[1:])]
+    players = policy if batched else [policy, *(_player(method, seed, config) for _ in targets[1:])]
     return play_episodes(players, episodes, bank=bank, copy=not batched,  # a policy of one's own may keep it
-                         on_end=lambda env, i: {"families": vector_played_families(env, i, episodes[i])})
+                         on_end=lambda vec, i: {"families": vector_played_families(vec, i, episodes[i])}, **dict(env))
 
 
-def _player(method: str, seed: int | None) -> Any:
+def _player(method: str, seed: int | None, config: MARAConfig) -> Any:
     policy = fresh_policy(method, seed)
     if not is_import_path(method):
         return policy
-    config = MARAConfig()
     return checked(policy, spec_for(method).label, config.num_nodes, config.max_active)
 
 
-def bound_unit(targets: Sequence[Target], bank: str, num_nodes: int) -> list[dict[str, Any]]:
-    """Oracle and Clairvoyant success counts of the episodes, in all and per family (``families_<bound>``)."""
+def bound_unit(targets: Sequence[Target], bank: str, num_nodes: int,
+               env: tuple[tuple[str, Any], ...] = ()) -> list[dict[str, Any]]:
+    """Oracle and Clairvoyant success counts of the episodes, in all and per family (``families_<bound>``),
+    with the env options' node speeds and switching cost."""
     curves, rows = cached_bank(bank), []
+    speeds, cost = dict(env).get("node_speeds"), dict(env).get("switch_cost", 0)
     for target in targets:
         episode = cached_workload(target.path, bank).episodes[target.index]
         row: dict[str, Any] = {"tasks": float(len(episode))}
-        for bound, won in ((ORACLE, oracle_successes(episode, curves)),
-                           (CLAIRVOYANT, clairvoyant_successes(episode, curves, num_nodes))):
+        for bound, won in ((ORACLE, oracle_successes(episode, curves, speeds, cost)),
+                           (CLAIRVOYANT, clairvoyant_successes(episode, curves, num_nodes, speeds, cost))):
             row[bound] = float(won.sum())
             row[f"families_{bound}"] = family_counts(episode.curve, won.tolist())
         rows.append(row)
@@ -178,12 +199,13 @@ def bound_unit(targets: Sequence[Target], bank: str, num_nodes: int) -> list[dic
 
 
 def run_unit(unit: Unit, bank: str, num_nodes: int) -> list[dict[str, Any]]:
-    """One unit of work's rows: the bounds, or the method's episodes (what a worker process or Ray task runs)."""
+    """One unit of work's rows: the bounds, or the method's episodes (what a worker process or Ray task runs);
+    ``num_nodes`` is M unless the unit's env options set it."""
     try:
         if unit.method == BOUNDS:
-            return bound_unit(unit.targets, bank, num_nodes)
+            return bound_unit(unit.targets, bank, dict(unit.env).get("num_nodes", num_nodes), unit.env)
         SHARED.open(tuple((target.path, target.index) for target in unit.targets))  # same episodes: shared answers
-        return play_unit(unit.method, unit.seed, unit.targets, bank)
+        return play_unit(unit.method, unit.seed, unit.targets, bank, unit.env)
     finally:
         release_free_heap()
 
@@ -216,7 +238,7 @@ def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings:
     """
     requests = list(dict.fromkeys(requests))
     slices = {(ts, load): load_slice(settings, ts, load) for _, ts, load in requests}
-    num_nodes = MARAConfig().num_nodes
+    num_nodes, env = settings.num_nodes, settings.env
     wanted = []
     for method in dict.fromkeys(m for m, _, _ in requests if m is not None):
         seeds = spec_for(method).seeds
@@ -226,12 +248,12 @@ def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings:
 
     units: list[Unit] = []
     for targets in slices.values():
-        units += _chunks(BOUNDS, None, targets, [bounds_key(t, settings.bank, num_nodes) for t in targets],
-                         _by_root)
+        units += _chunks(BOUNDS, None, targets, [bounds_key(t, settings.bank, num_nodes, env) for t in targets],
+                         _by_root, env)
     for run in runs:
         targets = [t for m, ts, load in requests if m == run.method for t in slices[ts, load]]
-        units += _chunks(run.method, run.seed, targets, [episode_key(run, t, settings.bank) for t in targets],
-                         _in_batches if run.batched else _by_root)
+        units += _chunks(run.method, run.seed, targets, [episode_key(run, t, settings.bank, env) for t in targets],
+                         _in_batches if run.batched else _by_root, env)
 
     cache = ResultCache(settings.cache)
     try:
@@ -241,7 +263,7 @@ def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings:
             missing = [(t, k) for t, k in zip(unit.targets, unit.keys) if k not in done]
             if missing:
                 targets, keys = zip(*missing)
-                pending.append(Unit(unit.method, unit.seed, targets, keys))
+                pending.append(Unit(unit.method, unit.seed, targets, keys, unit.env))
         # Big lock-step units first (a short tail at the end); units on the same episodes next to each other, so
         # a worker often plays them in a row and reuses the predictor answers it shares among them.
         pending.sort(key=lambda unit: (-len(unit.keys), unit.targets[0].path, unit.targets[0].index))
@@ -298,8 +320,8 @@ def _in_batches(targets: list[Target]) -> list[list[int]]:
 
 
 def _chunks(method: str, seed: int | None, targets: list[Target], keys: list[str],
-            grouping: Callable[[list[Target]], list[list[int]]]) -> list[Unit]:
-    return [Unit(method, seed, tuple(targets[i] for i in group), tuple(keys[i] for i in group))
+            grouping: Callable[[list[Target]], list[list[int]]], env: tuple[tuple[str, Any], ...]) -> list[Unit]:
+    return [Unit(method, seed, tuple(targets[i] for i in group), tuple(keys[i] for i in group), env)
             for group in grouping(targets)]
 
 

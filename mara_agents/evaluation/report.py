@@ -79,17 +79,18 @@ def sorted_rows(rows: Sequence[dict[str, Any]], order: Sequence[str]) -> list[di
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """One row per (method, training seed, task set, load, root, episode) with every metric."""
-    _write_table(rows, CSV_COLUMNS, path)
+    write_table(rows, CSV_COLUMNS, path)
 
 
 def write_family_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """One row per episode and task family: the family's tasks and successes (the bounds' too)."""
-    _write_table([{**row, "family": family, "tasks": tasks, "successes": successes}
+    write_table([{**row, "family": family, "tasks": tasks, "successes": successes}
                   for row in rows for family, (tasks, successes) in (row.get("families") or {}).items()],
                  FAMILY_COLUMNS, path)
 
 
-def _write_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], path: Path) -> None:
+def write_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], path: Path) -> None:
+    """The rows as CSV with ``columns`` (``label``: each method's table label; None as empty), atomically."""
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
@@ -169,14 +170,15 @@ def machine_description() -> str:
 
 
 def splice_readme(readme: Path, section: str, run_note: str) -> None:
-    """Replace ``readme``'s "## Results" section (up to the next "## " heading) with ``section``, with
-    ``run_note`` as its first paragraph; the section is appended when the README has none."""
+    """Replace ``readme``'s section of the same heading as ``section``'s first line ("## Results", or another
+    experiment's; up to the next "## " heading) with ``section``, with ``run_note`` as its first paragraph; the
+    section is appended when the README has none."""
     if not readme.is_file():
         raise FileNotFoundError(f"{readme}: README not found (--readme names the file to update)")
     heading, _, body = section.partition("\n")
     new = f"{heading}\n\n{run_note}\n{body}"
     lines = readme.read_text().splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == "## Results"), None)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == heading.rstrip()), None)
     if start is None:
         text = "".join(lines).rstrip("\n") + "\n\n" + new
     else:

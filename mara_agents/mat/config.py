@@ -40,6 +40,7 @@ from mara_agents.config_cli import parse_config as parse_dataclass
 from mara_agents.mat.imitation import ImitationSettings
 from mara_agents.mat.model import MATHyperParameters
 from mara_agents.mat.ppo import PPOSettings
+from mara_agents.mat.setting import Setting
 from mara_agents.mat.tokens import NUM_NODE_TOKEN_FEATURES, NUM_SLOT_FEATURES, SLOT_NODE_TOKEN_FEATURES
 from mara_agents.predictors.demand import PREDICTORS
 from mara_env.config import MARAConfig
@@ -49,19 +50,25 @@ MAX_IL_ENVS = 4096  # MAT-IL's parallel environments, each holding its episode a
 PAPER_METHODS = {("fm", "shaped"): "mara", ("wls", "shaped"): "mara-wls", ("fm", "sparse"): "mara-sparse",
                  ("wls", "sparse"): "mara-wls-sparse"}
 FINETUNE_METHODS = ("mat-il-ens", "mat-il")
+SETTING_FLAGS = {  # the setting a policy is trained for (beyond the paper); both recipes train in one
+    "num_nodes": "M, compute nodes (give --node-speeds one speed per node)",
+    "node_speeds": "batches each node runs per step, e.g. 1,1,1,4 with --num-nodes 4 (beyond the paper; "
+                   "default: all 1)",
+    "switch_cost": "setup steps a task spends on a node that did not serve it at the previous step (beyond the paper)",
+}
 ENV_FLAGS = {
     "arrival_prob": "training arrival load p",
     "task_set": "training task set (train/val curves only)",
     "reward": "shaped (successes + potential) or sparse",
     "shaping_beta": "potential-shaping weight β",
     "bank": "curve bank directory (default: the shipped curves/bank)",
-    "node_speeds": "batches each node runs per step, e.g. 1,1,1,2,2,2,4 (beyond the paper; default: all 1)",
-    "switch_cost": "setup steps a task spends on a node that did not serve it at the previous step (beyond the paper)",
+    **SETTING_FLAGS,
 }
 IL_ENV_FLAGS = {
     "arrival_prob": "load p of the validation mixture (training loads: --load-low to --load-high)",
     "task_set": "training and validation task set (train/val curves only)",
     "bank": "curve bank directory (default: the shipped curves/bank)",
+    **SETTING_FLAGS,
 }
 
 
@@ -148,6 +155,11 @@ class RunSettings(ABC):
         return dataclasses.replace(self.model, num_nodes=self.env.num_nodes, num_slots=self.env.max_active,
                                    slot_features=NUM_SLOT_FEATURES + extra,
                                    node_features=NUM_NODE_TOKEN_FEATURES if self.env.node_options else 0)
+
+    @property
+    def setting(self) -> Setting:
+        """The setting the run trains for and validates in (M, node speeds, c)."""
+        return Setting.of(self.env)
 
     def record(self) -> dict[str, Any]:
         """The config as plain JSON-able data (nested groups as dicts) for manifests and run states."""

@@ -3,7 +3,12 @@
 At each node, in node order, every member scores the legal choices given the choices the ensemble has made
 so far, and the ensemble takes the legal slot with the highest *sum* of the members' log-probabilities (the
 product of their probabilities), work-conservingly as :meth:`~mara_agents.mat.model.MATModel.act` does.  The
-members must share the architecture (so they read the same tokens) and the predictor they were trained on.
+members must share the architecture (so they read the same tokens), the predictor they were trained on and
+the setting (:class:`~mara_agents.mat.setting.Setting`: M, node speeds, c).
+
+Members with node tokens (trained with the env's node options) combine the same way: each member's node
+choices carry its own node rows and its own learned stay term, and the sum is over those log-probabilities;
+greedy decoding then follows :func:`~mara_agents.mat.model.placing_greedy_choice`, as one such member does.
 
 Independently trained policies disagree where each departs from the shared ranking; summing their
 log-probabilities keeps what they agree on; ``docs/learned_allocator.md`` gives the ensembles' scores on the
@@ -27,9 +32,10 @@ import torch
 from torch import nn
 
 from mara_agents.allocators.mat import MATPolicy
-from mara_agents.mat.checkpoint import load_policy_model
+from mara_agents.mat.checkpoint import load_policy
 from mara_agents.mat.grouped import GroupedNodeDecoder, StackedDecoderWeights
-from mara_agents.mat.model import MATModel, NodeDecoder, decode_nodes, greedy_choice
+from mara_agents.mat.model import MATModel, NodeDecoder, decode_nodes, greedy_rule
+from mara_agents.mat.setting import Setting
 from mara_agents.mat.tokens import Tokens
 from mara_agents.predictors.demand import make_demand
 
@@ -45,9 +51,6 @@ class MATEnsemble(nn.Module):
         if any(member.hparams != self.hparams for member in members):
             raise ValueError("ensemble members must share the architecture, got "
                              f"{sorted({str(member.hparams) for member in members})}")
-        if self.hparams.node_features:
-            raise ValueError("ensembles of MAT policies with node tokens (env node options) are not supported; "
-                             "play the members one at a time")
         self.members = nn.ModuleList(members)
         self.stacked = StackedDecoderWeights(members)
 
@@ -64,7 +67,7 @@ class MATEnsemble(nn.Module):
             return decoder.log_probs(node, legal).sum(0)
 
         actions, log_probs = decode_nodes(summed, decoder.advance, tokens.present, self.hparams.num_nodes,
-                                          greedy_choice)
+                                          greedy_rule(self.hparams))
         values = torch.stack([member.values(start.memory) for member, start in zip(self.members, starts)])
         return actions, log_probs, values.mean(0)
 
@@ -72,11 +75,21 @@ class MATEnsemble(nn.Module):
 def load_mat_ensemble(paths: Sequence[str | os.PathLike[str]] | str, device: str = "cpu",
                       fm_checkpoint: str = "", verify: bool = True) -> MATPolicy:
     """A :class:`~mara_agents.allocators.mat.MATPolicy` over the exported checkpoints ``paths`` (a sequence, or
-    one string joined by ``+`` as ``evaluate.py --policy`` passes it); they must share their predictor."""
+    one string joined by ``+`` as ``evaluate.py --policy`` passes it); they must share their predictor and
+    their setting."""
     paths = paths.split("+") if isinstance(paths, str) else list(paths)
-    loaded = [load_policy_model(path, device, verify) for path in paths]
-    predictors = {predictor for _, predictor in loaded}
+    loaded = [load_policy(path, device, verify) for path in paths]
+    predictors = {member.predictor for member in loaded}
     if len(predictors) != 1:
         raise ValueError(f"ensemble members were trained on different predictors: {sorted(predictors)}")
-    return MATPolicy(MATEnsemble([model for model, _ in loaded]),
+    for path, member in zip(paths[1:], loaded[1:]):
+        if member.setting is None or member.setting != loaded[0].setting:
+            raise ValueError(f"ensemble members were trained in different settings: {paths[0]} in "
+                             f"{_described(loaded[0].setting)}, {path} in {_described(member.setting)}")
+    return MATPolicy(MATEnsemble([member.model for member in loaded]),
                      make_demand(predictors.pop(), fm_checkpoint, device, verify))
+
+
+def _described(setting: Setting | None) -> str:
+    """A member's setting in words."""
+    return "an unrecorded setting" if setting is None else setting.describe()

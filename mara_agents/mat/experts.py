@@ -9,7 +9,8 @@ length, so it sorts after every task that can finish.  Empty slots read 0.  :fun
 reads the same for every sub-env of a vector env, for the privileged critic (:mod:`mara_agents.mat.critic`).
 
 :class:`PrivilegedSlackExpert` is the FM-slack ranking (:mod:`mara_agents.allocators.slack`) over these true
-demands instead of a forecast: warm-up tasks first (earliest deadline first — a deployed policy must observe a
+demands instead of a forecast (on nodes with speeds or a switching cost, that rule's extension: which tasks,
+then where): warm-up tasks first (earliest deadline first — a deployed policy must observe a
 task before it can know anything about it, so an expert that skipped them could not be imitated), then the
 tasks that can still finish by their deadline, least slack first, then the hopeless ones, which are served
 only by nodes nothing else needs (serving costs nothing, and greedy MAT decoding is work-conserving anyway).
@@ -63,10 +64,24 @@ class PrivilegedObservation(gym.ObservationWrapper):
 
 
 class PrivilegedSlackExpert(SlackPolicy):
-    """The slack ranking over the true remaining batches in ``observation["true_remaining"]``."""
+    """The slack ranking over the true remaining batches in ``observation["true_remaining"]``.
 
-    def __init__(self) -> None:  # no predictor: the demand is read from the privileged observation
-        self.demand = None
+    With node features it is FM-slack's rule on nodes (:func:`~mara_agents.allocators.slack.node_slack_action`)
+    over the same true demands, in batches as the rule reads them: the fastest node to the tightest task that
+    fits, and a running task stays on its node unless moving finishes it sooner after paying c.  Given the
+    env's ``switch_cost`` it knows c from the first step, as a privileged expert may (a deployed allocator
+    reads it from the observation and treats it as unknown until a slot shows it); ``reset`` keeps it.
+    """
+
+    def __init__(self, switch_cost: int | None = None) -> None:
+        self.demand = None  # no predictor: the demand is read from the privileged observation
+        self.known_switch_cost = switch_cost
+        self.switch.seen = switch_cost
+
+    def reset(self) -> None:
+        """Forget what was seen, but not a switching cost the expert was given."""
+        super().reset()
+        self.switch.seen = self.known_switch_cost
 
     def act_batch(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
         """Actions (N, M); each observation must carry ``true_remaining`` (:class:`PrivilegedObservation`)."""

@@ -74,7 +74,8 @@ class StackedDecoderWeights(nn.Module):
 class GroupedNodeDecoder:
     """One sequential decode of several members over one batch, node by node, all members per operation.
 
-    Each member's encoder output, cross-attention keys/values, pointer keys and FM-slack prior come from its own
+    Each member's encoder output, cross-attention keys/values, pointer keys, FM-slack prior and, with node tokens,
+    its node rows and stay term come from its own
     :class:`~mara_agents.mat.model.NodeDecoder` (which encodes on construction) and are stacked here; the earlier
     nodes' self-attention keys/values are cached per block, as in the single-model decoder.
     """
@@ -86,7 +87,11 @@ class GroupedNodeDecoder:
                           for block in range(weights.blocks)]  # per block: keys, values (E, B, H, 1 + K, head_dim)
         self.slot_keys_t = torch.stack([start.slot_keys for start in starts]).transpose(2, 3)  # (E, B, D, K)
         priors = [start.prior for start in starts]
-        self.prior = None if priors[0] is None else torch.stack(priors)[:, :, 0]  # (E, B, K + 1)
+        # (E, B, 1, K + 1) for every node alike (the FM-slack prior), or (E, B, M, K + 1) per node (node tokens'
+        # stay term, with the prior when there is one)
+        self.prior = None if priors[0] is None else torch.stack(priors)
+        rows = [start.node_rows for start in starts]
+        self.node_rows = None if rows[0] is None else torch.stack(rows)  # (E, B, M, D) with node tokens
         self.hidden = ~starts[0].visible[None, :, None]  # (1, B, 1, 1, 1 + K): keys a row may not attend
         self.past: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in range(weights.blocks)]
         self.previous = torch.stack([start.previous[:, 0] for start in starts])  # (E, B, D)
@@ -95,6 +100,8 @@ class GroupedNodeDecoder:
         """(E, B, K + 1) each member's log-probabilities of ``node``'s choices under the ``legal`` mask."""
         w = self.weights
         x = self.previous + w.get("node_embedding")[:, node]
+        if self.node_rows is not None:
+            x = x + self.node_rows[:, :, node]
         for block in range(w.blocks):
             prefix = f"decoder.{block}"
             h = w.norm(f"{prefix}.norm_self", x)
@@ -109,7 +116,7 @@ class GroupedNodeDecoder:
         pointer = (w.linear("pointer_query", h)[:, :, None, :] @ self.slot_keys_t)[:, :, 0]
         logits = torch.cat([w.linear("idle_logit", h), pointer / math.sqrt(w.dim)], dim=-1)
         if self.prior is not None:
-            logits = logits + self.prior
+            logits = logits + self.prior[:, :, 0 if self.prior.shape[2] == 1 else node]
         return torch.log_softmax(masked(logits, legal), -1)
 
     def advance(self, choice: torch.Tensor) -> None:

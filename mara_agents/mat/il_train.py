@@ -30,7 +30,7 @@ from mara_agents.mat.config import MATILConfig, parse_il_config
 from mara_agents.mat.imitation import ExpertRollout, LabelledStates, environment_configs, fit
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.train import TrainResult, start_torch, training_manifest, validation_workloads
-from mara_agents.mat.validation import node_options, validation_score
+from mara_agents.mat.validation import validation_score
 from mara_agents.predictors.demand import make_demand
 
 RECIPE = "DAgger from the privileged slack expert (mara_agents/mat/imitation.py)"
@@ -73,14 +73,15 @@ def train_il(config: MATILConfig) -> TrainResult:
         fitted = time.perf_counter()
         step += vector_steps * config.num_envs
         collect_seconds += collected - tick
-        score = validation_score(model, demand.predictor, workloads, config.bank, **node_options(config.env))
+        score = validation_score(model, demand.predictor, workloads, config.bank, **config.setting.options())
         stats.update(beta=beta, states=len(data), fit_seconds=fitted - collected)
         log_round(writer, config, round_index, step, stats, rollout.drain_finished(), score, collected - tick)
         best = max((s for _, s in validation), default=-1.0)
         validation.append((step, score))
         if score > best:
             export_policy(config.out_path, model, config.predictor, training_manifest(
-                config, model, step, time.perf_counter() - started, validation, paper_recipe=False, recipe=RECIPE))
+                config, model, step, time.perf_counter() - started, validation, paper_recipe=False, recipe=RECIPE),
+                config.setting)
     writer.close()
     seconds = time.perf_counter() - started
     return TrainResult(config.out_path, step, seconds, step / collect_seconds if collect_seconds else float("nan"))

@@ -10,7 +10,10 @@ cloning); round r uses β = ``beta_decay`` ** r, so later rounds visit the state
 
 Only **contended** states are kept — more occupied slots than nodes.  Elsewhere the greedy, work-conserving
 decoder serves every task whatever the policy ranks first, so those labels teach nothing that changes an
-outcome.  The student sees what the deployed policy sees (tokens of the observation and the frozen
+outcome.  With the env's node options (``node_speeds``, ``switch_cost``) every state with a task is kept:
+*where* each task runs matters even when every task is served, and the labels are the expert's per-node
+actions, which node tokens let the student tell apart (:func:`~mara_agents.mat.model.placing_greedy_choice`
+lets its greedy decoding place them).  The student sees what the deployed policy sees (tokens of the observation and the frozen
 predictor's estimates); only the labels use the simulator's true remaining batches.
 
 **Mixed load.**  The N environments' arrival loads are spread evenly over ``[load_low, load_high]``
@@ -127,8 +130,9 @@ class ExpertRollout:
                              restart=lambda ended: {"episode": self._draw(ended)})
         self.demand = demand
         self.device = device
-        self.expert = PrivilegedSlackExpert()
+        self.expert = PrivilegedSlackExpert(base.switch_cost)
         self.num_nodes = base.num_nodes
+        self.placing = base.node_options  # then every state with a task teaches where it runs
         self.finished: list[float] = []  # success rates of episodes ended since the last drain
 
     def _draw(self, rows: np.ndarray) -> list[Episode | None]:
@@ -145,7 +149,7 @@ class ExpertRollout:
     def collect(self, model: MATModel, vector_steps: int, beta: float, rng: np.random.Generator,
                 data: LabelledStates) -> None:
         """Play ``vector_steps`` steps, each env acting with the expert with probability ``beta``; append the
-        contended states with the expert's labels to ``data``."""
+        contended states (with node options: every state with a task) with the expert's labels to ``data``."""
         def decide(observation: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
             tokens = mat_inputs(observation, self.demand, model.hparams.slack_prior, self.device)
             labels = actions = self.labels(observation)
@@ -153,8 +157,9 @@ class ExpertRollout:
             if use_student.any():
                 student, _, _ = model.act(tokens)
                 actions = np.where(use_student[:, None], student.cpu().numpy(), labels)
-            contended = (tokens.present.sum(-1) > self.num_nodes).cpu().numpy()
-            data.add(tokens.select(contended), labels[contended])
+            occupied = tokens.present.sum(-1)
+            kept = ((occupied > 0) if self.placing else (occupied > self.num_nodes)).cpu().numpy()
+            data.add(tokens.select(kept), labels[kept])
             return actions
 
         played = self.loop.play(decide, vector_steps)

@@ -32,9 +32,9 @@ from mara_agents.checkpoint_io import CheckpointError, manifest_path
 from mara_agents.evaluation.stats import half_width
 from mara_agents.interrupt import run_command
 from mara_agents.mat.checkpoint import load_policy_model
-from mara_agents.mat.validation import node_options, validation_score
+from mara_agents.mat.setting import Setting
+from mara_agents.mat.validation import validation_score
 from mara_agents.predictors.demand import make_demand
-from mara_env.config import MARAConfig
 
 FIELDS = ("method", "seed", "run", "step", "score")
 SNAPSHOT = re.compile(r"step_(\d+)\.pt$")
@@ -61,12 +61,9 @@ def score_snapshot(path: Path) -> tuple[dict, float]:
     model, predictor = load_policy_model(path)
     demand = make_demand(predictor, manifest["predictor"]["checkpoint"] or "")
     run_dir = path.parent.parent
-    env = manifest["config"]["env"]  # runs from before the node options have neither key
-    speeds = env.get("node_speeds")
-    options = node_options(MARAConfig(node_speeds=tuple(speeds) if speeds else None,
-                                      switch_cost=env.get("switch_cost", 0)))
+    setting = Setting.from_record(manifest["config"]["env"])  # the setting the run validated in
     return manifest, validation_score(model, demand.predictor, workloads_of(run_dir), manifest["data"]["bank"],
-                                      **options)
+                                      **setting.options())
 
 
 def read_scores(path: Path) -> list[dict[str, str]]:

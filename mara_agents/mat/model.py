@@ -213,21 +213,31 @@ class MATModel(nn.Module):
         """The slot features the encoder reads: without the FM-slack rank column when the model has one."""
         return slots[..., :-1] if self.hparams.slack_prior else slots
 
-    def slack_prior(self, slots: torch.Tensor) -> torch.Tensor | None:
-        """(B, 1, K + 1) logits that order slots as FM-slack does (idle last), or None without the prior."""
+    def slack_prior(self, slots: torch.Tensor, nodes: torch.Tensor | None = None) -> torch.Tensor | None:
+        """(B, 1, K + 1) logits that order slots as FM-slack does (idle last), or None without the prior.  With
+        node tokens, (B, M, K + 1): node i's choice in FM-slack's joint action on nodes (the tokens' last node
+        column) ranks first, then the slots in FM-slack's order, then idle, so an untrained model places the
+        tasks where FM-slack does."""
         if not self.hparams.slack_prior:
             return None
         ranks = slots[..., -1]
         idle = torch.full_like(ranks[..., :1], float(ranks.shape[-1]))
-        return -self.prior_scale * torch.cat([idle, ranks], dim=-1)[:, None, :]
+        order = torch.cat([idle, ranks], dim=-1)[:, None, :]
+        if nodes is None:
+            return -self.prior_scale * order
+        planned = nodes[..., -1:].long()  # (B, M, 1): 0 idle, k + 1 slot k
+        order = (order + 1).expand(-1, nodes.shape[1], -1).scatter(-1, planned, 0.0)
+        return -self.prior_scale * order
 
     def additive_logits(self, tokens: Tokens) -> torch.Tensor | None:
-        """What is added to the pointer logits: the FM-slack prior (B, 1, K + 1) and, with node tokens, each node's
-        learned preference for the slot it served at the previous step (B, M, K + 1); None when neither."""
-        prior = self.slack_prior(tokens.slots)
+        """What is added to the pointer logits: the FM-slack prior (B, 1, K + 1; per node with node tokens) and,
+        with node tokens, each node's learned preference for the slot it served at the previous step
+        (B, M, K + 1); None when neither."""
+        prior = self.slack_prior(tokens.slots, tokens.nodes)
         if not self.hparams.node_features:
             return prior
-        stays = tokens.nodes[..., self.hparams.node_features:]
+        first = self.hparams.node_features
+        stays = tokens.nodes[..., first:first + self.hparams.num_slots]
         stay = self.stay_weight * torch.cat([torch.zeros_like(stays[..., :1]), stays], dim=-1)
         return stay if prior is None else stay + prior
 
@@ -293,7 +303,9 @@ class MATModel(nn.Module):
         node beside a waiting task cannot help that step; yet a greedy rule that lets idle win (arg-max over
         {idle, slot 1..K}, or "serve iff P(serve) > 0.5") idles nodes next to waiting warm-up or FM-feasible
         tasks, and scores lower on the ``val`` check workloads (``mara_agents/checkpoints/README.md``).  Sampling keeps
-        idle as a choice, so training and its log-probabilities are unchanged.
+        idle as a choice, so training and its log-probabilities are unchanged.  A model with node tokens
+        serves as many tasks, but may leave a task to a later node (:func:`placing_greedy_choice`): with
+        strict index order a fast node last in line would never serve while the slow ones before it could.
 
         The encoder's keys and values, the pointer keys and the earlier nodes' self-attention keys/values
         are computed once and reused (a key/value cache), so node i costs one decoder row, not i + 1; the
@@ -301,11 +313,11 @@ class MATModel(nn.Module):
         """
         decoder = NodeDecoder(self, tokens)
 
-        def sampled(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+        def sampled(logits: torch.Tensor, legal: torch.Tensor, later: int) -> torch.Tensor:
             return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)[:, 0]
 
         actions, log_probs = decode_nodes(decoder.logits, decoder.advance, tokens.present, self.hparams.num_nodes,
-                                          greedy_choice if generator is None else sampled)
+                                          greedy_rule(self.hparams) if generator is None else sampled)
         return actions, log_probs, self.values(decoder.memory)
 
     def evaluate(self, tokens: Tokens, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -352,12 +364,15 @@ class NodeDecoder:
         self.previous = self.model.choice_embedding(self.memory, choice[:, None])
 
 
+Choose = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+
+
 def decode_nodes(score: Callable[[int, torch.Tensor], torch.Tensor], advance: Callable[[torch.Tensor], None],
-                 present: torch.Tensor, num_nodes: int,
-                 choose: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+                 present: torch.Tensor, num_nodes: int, choose: Choose) -> tuple[torch.Tensor, torch.Tensor]:
     """Nodes in index order: ``score(node, legal)`` gives (B, K + 1) logits under the mask of empty slots and
-    slots taken by earlier nodes, ``choose(logits, legal)`` picks, ``advance(choice)`` feeds the pick to the
-    next node.  Returns the actions (B, M) and their log-probabilities under the logits."""
+    slots taken by earlier nodes, ``choose(logits, legal, later)`` picks (``later``: the nodes still to decide
+    after this one), ``advance(choice)`` feeds the pick to the next node.  Returns the actions (B, M) and their
+    log-probabilities under the logits."""
     batch = present.shape[0]
     actions = torch.zeros(batch, num_nodes, dtype=torch.long, device=present.device)
     log_probs = torch.zeros(batch, num_nodes, device=present.device)
@@ -365,7 +380,7 @@ def decode_nodes(score: Callable[[int, torch.Tensor], torch.Tensor], advance: Ca
     for node in range(num_nodes):
         legal = node_mask(present, taken)
         logits = score(node, legal)
-        choice = choose(logits, legal)
+        choice = choose(logits, legal, num_nodes - node - 1)
         actions[:, node] = choice
         log_probs[:, node] = torch.log_softmax(logits, -1).gather(1, choice[:, None])[:, 0]
         taken = taken | nn.functional.one_hot(choice, present.shape[1] + 1)[:, 1:].bool()
@@ -373,10 +388,28 @@ def decode_nodes(score: Callable[[int, torch.Tensor], torch.Tensor], advance: Ca
     return actions, log_probs
 
 
-def greedy_choice(scores: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+def greedy_choice(scores: torch.Tensor, legal: torch.Tensor, later: int = 0) -> torch.Tensor:
     """(B,) work-conserving greedy choice from (B, K + 1) scores: the best legal slot while one is left, else
-    idle (:meth:`MATModel.act` says why idle never wins over a free slot)."""
+    idle (:meth:`MATModel.act` says why idle never wins over a free slot); ``later`` is not read."""
     return torch.where(legal[:, 1:].any(-1), scores[:, 1:].argmax(-1) + 1, 0)
+
+
+def placing_greedy_choice(scores: torch.Tensor, legal: torch.Tensor, later: int) -> torch.Tensor:
+    """(B,) greedy choice of a model with node tokens: :func:`greedy_choice`, except that the node idles when
+    idle scores highest and the ``later`` nodes can still serve every task left.  Every task is still served
+    when there are nodes for all (the same count as :func:`greedy_choice`), but *where* follows the policy:
+    on nodes of different speeds or with a switching cost, a node early in the order may leave a task to a
+    faster node, or to the node that served it, after it."""
+    serve = greedy_choice(scores, legal)
+    may_idle = legal[:, 1:].sum(-1) <= later
+    return torch.where(may_idle & (scores.argmax(-1) == 0), 0, serve)
+
+
+def greedy_rule(hparams: MATHyperParameters) -> Choose:
+    """How greedy decoding chooses for a model: :func:`placing_greedy_choice` with node tokens, else
+    :func:`greedy_choice` (the paper's setting, where every node is alike and only *which* tasks are served
+    matters)."""
+    return placing_greedy_choice if hparams.node_features else greedy_choice
 
 
 def masked(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from mara_agents.allocators.slack import slack_order
+from mara_agents.allocators.nodes import SwitchCost
+from mara_agents.allocators.slack import node_slack_action, slack_order
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_agents.predictors.demand import Demand
 from mara_env.config import MARAConfig
@@ -78,7 +79,8 @@ SETUP_SCALE = 10.0
 
 class Tokens(NamedTuple):
     """MAT inputs: ``slots`` (..., K, NUM_SLOT_FEATURES), ``glob`` (..., G), ``present`` (..., K) bool, and
-    with the env's node options ``nodes`` (..., M, NUM_NODE_TOKEN_FEATURES + K) (None without them).
+    with the env's node options ``nodes`` (..., M, NUM_NODE_TOKEN_FEATURES + K) (None without them); with the
+    FM-slack prior, one more column each on ``slots`` (the rank) and ``nodes`` (the planned choice).
 
     The one type the model's ``act`` and ``evaluate``, the privileged critic and the training batches take:
     NumPy arrays as :func:`build_tokens` makes them, tensors after :meth:`to`.
@@ -107,19 +109,35 @@ class Tokens(NamedTuple):
         return Tokens(*(None if parts[0] is None else fn(list(parts)) for parts in zip(*many)))
 
 
+def _rows(observation: Mapping[str, np.ndarray], predicted: np.ndarray,
+          keys: Sequence[str]) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
+    """One observation or a stack of them as a list of single observations (only ``keys``) and their (R, K)
+    estimates."""
+    history_len = np.asarray(observation["history_len"])
+    flat = {key: np.asarray(observation[key]).reshape(-1, *np.shape(observation[key])[history_len.ndim - 1:])
+            for key in keys}
+    estimates = np.asarray(predicted).reshape(-1, history_len.shape[-1])
+    return [{key: value[row] for key, value in flat.items()} for row in range(len(estimates))], estimates
+
+
 def slack_ranks(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
     """(..., K) float32: each slot's position in FM-slack's serving order (0 = served first,
     :func:`~mara_agents.allocators.slack.slack_order`); empty slots read K."""
-    history_len = np.asarray(observation["history_len"])
-    num_slots = history_len.shape[-1]
-    flat = {key: np.asarray(observation[key]).reshape(-1, *np.shape(observation[key])[history_len.ndim - 1:])
-            for key in ("tasks", "budget", "history_len")}
-    estimates = np.asarray(predicted).reshape(-1, num_slots)
-    ranks = np.full(estimates.shape, num_slots, dtype=np.float32)
-    for row in range(estimates.shape[0]):
-        order = slack_order({key: value[row] for key, value in flat.items()}, estimates[row])
+    rows, estimates = _rows(observation, predicted, ("tasks", "budget", "history_len"))
+    ranks = np.full(estimates.shape, estimates.shape[1], dtype=np.float32)
+    for row, (single, estimate) in enumerate(zip(rows, estimates)):
+        order = slack_order(single, estimate)
         ranks[row, order] = np.arange(order.size)
-    return ranks.reshape(history_len.shape)
+    return ranks.reshape(np.shape(observation["history_len"]))
+
+
+def slack_plans(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
+    """(..., M) float32: the joint action of FM-slack on nodes (:func:`~mara_agents.allocators.slack.node_slack_action`)
+    for each observation with node features, each decided on its own (c as that observation shows it, else
+    unknown: a prior needs no memory)."""
+    rows, estimates = _rows(observation, predicted, ("tasks", "budget", "history_len", "nodes", "slot_nodes"))
+    plans = [node_slack_action(single, estimate, SwitchCost().view(single)) for single, estimate in zip(rows, estimates)]
+    return np.asarray(plans, dtype=np.float32).reshape(np.shape(observation["nodes"])[:-1])
 
 
 def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, with_slack_ranks: bool = False) -> Tokens:
@@ -127,6 +145,8 @@ def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, w
 
     ``with_slack_ranks`` appends one more column, :func:`slack_ranks`, for a MAT that puts FM-slack's ranking
     into its pointer logits (``MATHyperParameters.slack_prior``); the model reads it apart from the features.
+    With node options it also appends one column to the node tokens, FM-slack's choice for each node
+    (:func:`slack_plans`), so that the prior says *where* as well as *which*.
     """
     tasks = np.asarray(observation["tasks"], dtype=np.float32)
     glob = np.asarray(observation["global"], dtype=np.float32)
@@ -156,7 +176,10 @@ def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, w
     slots = np.concatenate([slots, repeated, *slot_node_columns(observation)], axis=-1) * present[..., None]
     if with_slack_ranks:
         slots = np.concatenate([slots, slack_ranks(observation, predicted)[..., None]], axis=-1)
-    return Tokens(slots.astype(np.float32), glob, present, node_tokens(observation))
+    nodes = node_tokens(observation)
+    if with_slack_ranks and nodes is not None:
+        nodes = np.concatenate([nodes, slack_plans(observation, predicted)[..., None]], axis=-1)
+    return Tokens(slots.astype(np.float32), glob, present, nodes)
 
 
 def slot_node_columns(observation: Mapping[str, np.ndarray]) -> list[np.ndarray]:

@@ -47,14 +47,14 @@ from torch.utils.tensorboard import SummaryWriter
 from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
                                        remove_run_state, save_run_state)
 from mara_agents.config_cli import changed_settings
-from mara_agents.mat.checkpoint import export_policy, load_policy_model
+from mara_agents.mat.checkpoint import export_policy, load_policy
 from mara_agents.mat.config import MATTrainConfig, RunSettings, upgrade_record
 from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import Rollout, ValueNorm, gae, ppo_update
 from mara_agents.mat.rollout import VectorRollout
 from mara_agents.mat.tokens import Tokens
-from mara_agents.mat.validation import node_options, validation_score, validation_workload
+from mara_agents.mat.validation import validation_score, validation_workload
 from mara_agents.predictors.demand import Demand, make_demand
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
 
@@ -171,10 +171,17 @@ def training_manifest(config: RunSettings, model: MATModel, step: int, seconds: 
 
 
 def initial_policy(config: MATTrainConfig, device: torch.device) -> MATModel | None:
-    """The exported policy ``--init-from`` names (frozen: the KL penalty's reference), or None."""
+    """The exported policy ``--init-from`` names (frozen: the KL penalty's reference), or None.  It must have
+    been trained in this run's setting (M, node speeds, c): a run does not inherit its start's setting but is
+    given it, like every other setting, so a mismatch is refused with the flags that would match."""
     if not config.finetune.init_from:
         return None
-    reference, predictor = load_policy_model(config.finetune.init_from, device, verify=not config.unverified)
+    reference, predictor, setting = load_policy(config.finetune.init_from, device, verify=not config.unverified)
+    if setting != config.setting:
+        trained = setting.describe() if setting is not None else "an unrecorded setting"
+        hint = f"; add {setting.flags()}" if setting is not None else ""
+        raise ValueError(f"--init-from {config.finetune.init_from}: trained in {trained}, this run is in "
+                         f"{config.setting.describe()}{hint}")
     if predictor != config.predictor or reference.hparams != config.hparams():
         raise ValueError(f"--init-from {config.finetune.init_from}: trained with predictor {predictor!r} and "
                          f"{reference.hparams}, this run has {config.predictor!r} and {config.hparams()}")
@@ -306,16 +313,17 @@ def save(config: MATTrainConfig, learner: Learner, progress: Progress, demand: D
     last = step >= config.steps
     if workloads and (crossed(step, steps, config.validate_every) or last):
         score = validation_score(learner.model, demand.predictor, workloads, config.bank,
-                                 **node_options(config.env))
+                                 **config.setting.options())
         writer.add_scalar("charts/validation_success_rate", score, step)
         print(f"validation at step {step}: success {score:.4f}", flush=True)
         best = max((s for _, s in progress.validation), default=-1.0)
         progress.validation.append((step, score))
         if score > best:
-            export_policy(config.out_path, learner.model, config.predictor, manifest(config, learner, progress, recent))
+            export_policy(config.out_path, learner.model, config.predictor,
+                          manifest(config, learner, progress, recent), config.setting)
     if config.snapshot_every and (crossed(step, steps, config.snapshot_every) or last):
         export_policy(config.run_path / "snapshots" / f"step_{step}.pt", learner.model, config.predictor,
-                      manifest(config, learner, progress, recent, role="snapshot"))
+                      manifest(config, learner, progress, recent, role="snapshot"), config.setting)
     validated = bool(progress.validation) and progress.validation[-1][0] == step
     if validated or step - progress.saved_at >= config.checkpoint_every or last:
         save_run_state(config.run_path / "last.pt", {
@@ -357,7 +365,8 @@ def train(config: MATTrainConfig) -> TrainResult:
         log_update(writer, config, progress, stats, envs.drain_finished(), recent, (collected - tick, elapsed))
         save(config, learner, progress, demand, workloads, recent, writer)
     if not workloads:
-        export_policy(config.out_path, learner.model, config.predictor, manifest(config, learner, progress, recent))
+        export_policy(config.out_path, learner.model, config.predictor, manifest(config, learner, progress, recent),
+                      config.setting)
     writer.close()
     return TrainResult(config.out_path, progress.global_step, time.perf_counter() - started,
                        ((progress.global_step - first_step) / (progress.seconds - resumed_seconds))

@@ -17,7 +17,8 @@ drawn from ``val`` curves with another seed (:data:`CHECK_SEED`), so no run ever
 them.  It prints the mixture success rate, the stress success rate and in how many stress episodes every
 feasible task finished, and lists the others by root and episode so they can be traced: the numbers to decide
 a training change on without looking at a ``test`` curve.  Stress episodes are cheap, so ``--stress-only``
-with many episodes can measure a miss rate of 1 %, which the default 48 episodes cannot.
+with many episodes can measure a miss rate of 1 %, which the default 48 episodes cannot.  ``--num-nodes``, ``--node-speeds`` and
+``--switch-cost`` play the check in a setting beyond the paper, the one the checkpoints were trained for.
 """
 
 from __future__ import annotations
@@ -36,12 +37,14 @@ from curves.bank import DEFAULT_BANK, load_bank
 from mara_agents.allocators.mat import MATPolicy, load_mat_policy
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_agents.checkpoint_io import CheckpointError, bank_checksum
+from mara_agents.config_cli import integer_list
+from mara_agents.mat.checkpoint import load_policy
 from mara_agents.mat.ensemble import load_mat_ensemble
 from mara_agents.mat.model import MATModel
+from mara_agents.mat.setting import Setting
 from mara_agents.policy import Policy
 from mara_agents.predictors.base import Predictor
 from mara_agents.runner import evaluate_workload
-from mara_env.config import MARAConfig
 from mara_env.fixed_workloads import build_workload
 from mara_env.tasksets import TASK_SETS
 from mara_env.workload import save_workload
@@ -62,16 +65,10 @@ def validation_workload(path: Path, bank: str, task_set: str, load: float, roots
     return path
 
 
-def node_options(env: MARAConfig) -> dict[str, Any]:
-    """The env's node options (``node_speeds``, ``switch_cost``) as keyword arguments, none when at defaults:
-    the validation workloads are played in the setting the run trains in."""
-    return {"node_speeds": env.node_speeds, "switch_cost": env.switch_cost} if env.node_options else {}
-
-
 def validation_score(model: MATModel, predictor: Predictor, workloads: Sequence[Path], bank: str,
                      **options: Any) -> float:
     """Mean over the workloads of the greedy policy's mean success rate on each (episodes in lock-step), played
-    with the env ``options`` (:func:`node_options`)."""
+    with the env ``options`` (the run's setting, :meth:`~mara_agents.mat.setting.Setting.options`)."""
     was_training = model.training
     policy = MATPolicy(model, predictor)
     scores = [np.nanmean([row["success_rate"] for row in evaluate_workload(policy, path, bank=bank, **options)])
@@ -94,20 +91,24 @@ class CheckResult(NamedTuple):
         return self.episodes - len(self.incomplete)
 
 
-def check_scores(policy: Policy, mixture: Path | None, stress: Path, bank: str) -> CheckResult:
-    """Mixture and stress success rates, and which stress episodes left a feasible task unfinished."""
+def check_scores(policy: Policy, mixture: Path | None, stress: Path, bank: str,
+                 setting: Setting = Setting()) -> CheckResult:
+    """Mixture and stress success rates, and which stress episodes left a feasible task unfinished, played in
+    ``setting``."""
+    options = setting.options()
     mixed = float("nan") if mixture is None else 100 * float(np.nanmean(
-        [row["success_rate"] for row in evaluate_workload(policy, mixture, bank=bank)]))
-    stressed = evaluate_workload(policy, stress, bank=bank)
+        [row["success_rate"] for row in evaluate_workload(policy, mixture, bank=bank, **options)]))
+    stressed = evaluate_workload(policy, stress, bank=bank, **options)
     incomplete = [(int(row["root"]), int(row["episode"]), int(row["successes"]), int(row["oracle_successes"]))
                   for row in stressed if row["successes"] < row["oracle_successes"]]
     return CheckResult(mixed, 100 * float(np.mean([row["success_rate"] for row in stressed])), len(stressed),
                        incomplete)
 
 
-def _target_policy(target: str, verify: bool = True) -> Policy:
+def _target_policy(target: str, verify: bool = True, setting: Setting = Setting()) -> Policy:
     """A registered method name, the path of an exported MAT checkpoint, or paths joined by ``+`` (an ensemble);
-    ``verify=False`` accepts checkpoints without a manifest."""
+    ``verify=False`` accepts checkpoints without a manifest.  A checkpoint trained in another setting than the
+    check's is refused, naming both."""
     if target in POLICIES:
         return make_policy(target)
     paths = target.split("+")
@@ -115,6 +116,10 @@ def _target_policy(target: str, verify: bool = True) -> Policy:
     if missing:
         raise ValueError(f"{missing[0]!r} is neither a registered method ({', '.join(sorted(POLICIES))}) "
                          "nor an existing MAT checkpoint file")
+    trained = load_policy(paths[0], verify=verify).setting
+    if trained is not None and trained != setting:
+        raise ValueError(f"{paths[0]} was trained in {trained.describe()}, the check plays {setting.describe()}; "
+                         f"add {trained.flags()}")
     return load_mat_policy(target, verify=verify) if len(paths) == 1 else load_mat_ensemble(paths, verify=verify)
 
 
@@ -142,6 +147,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--stress-only", action="store_true",
                         help="skip the mixture: stress episodes are cheap, so large stress checks (e.g. --roots 10 "
                              "--episodes 60) can find rare misses")
+    parser.add_argument("--num-nodes", type=int, default=Setting().num_nodes,
+                        help="M: the setting to play in, as the targets were trained (default: 7)")
+    parser.add_argument("--node-speeds", type=integer_list, default=None, metavar="INT,INT,...",
+                        help="batches each node runs per step (default: all 1)")
+    parser.add_argument("--switch-cost", type=int, default=0, help="switching cost c (default: 0)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (default 1: the models are small, and parallel checks then do not "
                              "fight over cores)")
@@ -152,6 +162,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"unknown task set {args.task_set!r}; choose one of {sorted(TASK_SETS)}")
     if args.seed_base == VALIDATION_SEED:
         parser.error(f"--seed-base {VALIDATION_SEED} draws the episodes training selects checkpoints on; pick another")
+    try:
+        args.setting = Setting(args.num_nodes, args.node_speeds, args.switch_cost)
+    except (TypeError, ValueError) as error:
+        parser.error(str(error))
     return args
 
 
@@ -168,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.roots, args.episodes, args.seed_base)
         stress = validation_workload(directory / f"stress_{tag}.json", args.bank, "stress", 0.0, args.roots,
                                      args.episodes, args.seed_base)
-        policies = [(target, _target_policy(target, not args.unverified)) for target in args.targets]
+        policies = [(target, _target_policy(target, not args.unverified, args.setting)) for target in args.targets]
     except (ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -177,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'target':<48} {'mixture %':>9} {'stress %':>9} {'stress complete':>16}")
     misses = []
     for target, policy in policies:
-        result = check_scores(policy, mixture, stress, args.bank)
+        result = check_scores(policy, mixture, stress, args.bank, args.setting)
         mixed = f"{result.mixture:>9.2f}" if mixture is not None else f"{'-':>9}"
         print(f"{target:<48} {mixed} {result.stress:>9.2f} {result.complete:>9d} of {result.episodes}", flush=True)
         if result.incomplete:

@@ -114,6 +114,15 @@ def test_each_dagger_environment_plays_and_is_labelled_as_a_single_env_of_its_co
     assert len({tuple(label) for label in labels.tolist()}) > 1  # the environments differ
 
 
+def first_and_last_fit(model: MATModel, data: LabelledStates, passes: int) -> tuple[dict, dict]:
+    """The statistics of the first and the last of ``passes`` one-epoch imitation fits of ``model`` on ``data``."""
+    settings = ImitationSettings(bc_epochs=1, bc_batch=32, bc_lr=3e-3)
+    optimizer = torch.optim.Adam(model.parameters(), lr=settings.bc_lr)
+    generator = torch.Generator().manual_seed(0)
+    fits = [fit(model, optimizer, data, settings, generator, torch.device("cpu")) for _ in range(passes)]
+    return fits[0], fits[-1]
+
+
 def test_fitting_the_expert_raises_the_likelihood_of_its_actions(bank_dir):
     torch.manual_seed(0)
     rollout = ExpertRollout([MARAConfig(bank=str(bank_dir), arrival_prob=BUSY)] * 2, make_demand("wls"), seed=1,
@@ -121,12 +130,7 @@ def test_fitting_the_expert_raises_the_likelihood_of_its_actions(bank_dir):
     data = LabelledStates()
     model = MATModel(MATHyperParameters(dim=16))
     rollout.collect(model, 80, beta=1.0, rng=np.random.default_rng(0), data=data)
-    settings = ImitationSettings(bc_epochs=1, bc_batch=32, bc_lr=3e-3)
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings.bc_lr)
-    generator = torch.Generator().manual_seed(0)
-    first = fit(model, optimizer, data, settings, generator, torch.device("cpu"))
-    for _ in range(8):
-        last = fit(model, optimizer, data, settings, generator, torch.device("cpu"))
+    first, last = first_and_last_fit(model, data, passes=9)
     assert last["imitation_loss"] < 0.8 * first["imitation_loss"]
     assert last["agreement"] > first["agreement"]
 

@@ -10,11 +10,14 @@ best-scoring model is exported (ties keep the earlier one).  No test curve is ev
 The run writes TensorBoard logs (``<run_dir>/tb``: imitation loss and agreement, β, data-set size, episode
 success rate of the mixed expert/student play, env steps/s, validation score) and prints the training cost:
 env steps/s of data collection and the wall time of the whole recipe.  It is short (minutes), so it does not
-resume: rerun it with ``--force`` to replace a run directory.
+resume: rerun it with ``--force`` to replace a run directory.  A finished run records so in
+``<run_dir>/finished.json`` (written atomically, last): the same command run again returns at once and names
+the checkpoint, so a job list such as ``mat-il … && mat --init-from …`` can be rerun as a whole.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import time
@@ -25,15 +28,33 @@ import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
+from curves.bank import atomic_write_json
+from mara_agents.config_cli import changed_settings
 from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.config import MATILConfig, parse_il_config
 from mara_agents.mat.imitation import ExpertRollout, LabelledStates, environment_configs, fit
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.train import TrainResult, start_torch, training_manifest, validation_workloads
+from mara_agents.mat.train import (_PATHS, _RESUMABLE_CHANGES, TrainResult, start_torch, training_manifest,
+                                   validation_workloads)
 from mara_agents.mat.validation import validation_score
 from mara_agents.predictors.demand import make_demand
 
 RECIPE = "DAgger from the privileged slack expert (mara_agents/mat/imitation.py)"
+FINISHED = "finished.json"  # in the run directory: the config, checkpoint and cost of a run that completed
+
+
+def finished_run(config: MATILConfig) -> TrainResult | None:
+    """The result recorded by a finished run of this config in its run directory (settings that do not
+    change what is trained, such as the device or ``--out``, may differ), or None."""
+    path = config.run_path / FINISHED
+    if config.force or not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    checkpoint = Path(record["checkpoint"])
+    if changed_settings(record["config"], config.record(), _RESUMABLE_CHANGES, _PATHS) or not checkpoint.is_file():
+        return None
+    return TrainResult(checkpoint, int(record["global_step"]), float(record["seconds"]),
+                       float(record["steps_per_second"]))
 
 
 def prepare_run(config: MATILConfig) -> Path:
@@ -41,14 +62,23 @@ def prepare_run(config: MATILConfig) -> Path:
     run = config.run_path
     if run.exists() and any(run.iterdir()):
         if not config.force:
-            raise ValueError(f"{run} already holds a run; add --force to replace it, or choose another --run-dir")
+            raise ValueError(f"{run} already holds a run that did not finish or has other settings; add --force to "
+                             "replace it, or choose another --run-dir")
         shutil.rmtree(run)
     run.mkdir(parents=True, exist_ok=True)
     return run
 
 
 def train_il(config: MATILConfig) -> TrainResult:
-    """Run the MAT-IL recipe; returns where the selected policy was exported and the training cost."""
+    """Run the MAT-IL recipe; returns where the selected policy was exported and the training cost (a run
+    that already finished in the run directory is not trained again: its recorded result is returned)."""
+    done = finished_run(config)
+    if done is not None:
+        unwritten = "" if done.checkpoint.resolve() == config.out_path.resolve() else \
+            f"; nothing was written to {config.out_path}"
+        print(f"{config.run_path} already holds this finished MAT-IL run{unwritten}; its checkpoint is "
+              f"{done.checkpoint}", flush=True)
+        return done
     started = time.perf_counter()
     device = start_torch(config)
     run = prepare_run(config)
@@ -84,7 +114,11 @@ def train_il(config: MATILConfig) -> TrainResult:
                 config.setting)
     writer.close()
     seconds = time.perf_counter() - started
-    return TrainResult(config.out_path, step, seconds, step / collect_seconds if collect_seconds else float("nan"))
+    result = TrainResult(config.out_path, step, seconds, step / collect_seconds if collect_seconds else float("nan"))
+    atomic_write_json(run / FINISHED, {"config": config.record(), "checkpoint": str(config.out_path.resolve()),
+                                       "global_step": step, "seconds": seconds,
+                                       "steps_per_second": result.steps_per_second})
+    return result
 
 
 def log_round(writer: SummaryWriter, config: MATILConfig, round_index: int, step: int, stats: dict[str, float],

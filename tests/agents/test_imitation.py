@@ -148,6 +148,26 @@ def test_the_recipe_exports_the_best_validated_student_with_a_manifest_and_logs(
     policy = load_mat_policy(result.checkpoint)
     rows = evaluate_workload(policy, short_file, bank=bank_dir, episodes=[0], arrival_window=40)
     assert 0.0 <= rows[0]["success_rate"] <= 1.0 and rows[0]["conflicts"] == 0
+
+
+def test_a_finished_run_is_not_trained_again_but_an_unfinished_or_different_one_needs_force(bank_dir, tmp_path,
+                                                                                             capsys):
+    run = tmp_path / "run"
+    first = train_il(tiny_il_config(bank_dir, run))
+    written = first.checkpoint.stat().st_mtime_ns
+    capsys.readouterr()
+    assert train_cli.main(["mat-il", "--predictor", "wls", "--num-envs", "2", "--validation-roots", "1",
+                           "--validation-episodes", "1", "--validation-stress-episodes", "1", "--rounds", "2",
+                           "--round-steps", "40", "--bc-epochs", "2", "--bc-batch", "16", "--load-low", str(BUSY),
+                           "--load-high", str(BUSY), "--dim", "16", "--bank", str(bank_dir), "--run-dir", str(run),
+                           "--out", str(tmp_path / "elsewhere.pt")]) == 0
+    out = capsys.readouterr().out
+    assert "already holds this finished MAT-IL run" in out and f"nothing was written to {tmp_path / 'elsewhere.pt'}" in out
+    assert f"MAT-IL checkpoint {first.checkpoint.resolve()}" in out and not (tmp_path / "elsewhere.pt").exists()
+    assert first.checkpoint.stat().st_mtime_ns == written
+    with pytest.raises(ValueError, match="--force"):  # other settings: not the finished run
+        train_il(tiny_il_config(bank_dir, run, seed=1))
+    (run / "finished.json").unlink()  # as if the run had been killed before it finished
     with pytest.raises(ValueError, match="--force"):
         train_il(tiny_il_config(bank_dir, run))
 

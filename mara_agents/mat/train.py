@@ -26,7 +26,9 @@ last one fails its check.  A killed run restarted with the same command (paths m
 continues from the last save, losing at most ``checkpoint_every`` env steps; ``--no-resume`` over an existing
 run needs ``--force``; the environments start fresh episodes (seeded from the seed and the step
 count) because in-flight episodes are not saved, so a resumed run is reproducible but not bit-identical to
-an uninterrupted one.
+an uninterrupted one.  The state records where the selected policy was exported: a resumed run given another
+``--out`` writes there only when it selects a new policy, and otherwise (a finished run, say) names the file
+that holds it and says that nothing was written to ``--out``.
 """
 
 from __future__ import annotations
@@ -113,13 +115,15 @@ class Learner:
 @dataclass
 class Progress:
     """How far the run is: env steps, PPO updates, seconds spent training, the (env step, score) of every
-    validation so far, and the env step of the last resumable state written."""
+    validation so far, the env step of the last resumable state written and the file the selected policy was
+    exported to (None before the first export)."""
 
     global_step: int = 0
     update: int = 0
     seconds: float = 0.0
     validation: list[tuple[int, float]] = field(default_factory=list)
     saved_at: int = 0
+    selected: Path | None = None
 
 
 def start_torch(config: RunSettings) -> torch.device:
@@ -241,8 +245,10 @@ def restore(config: MATTrainConfig, learner: Learner) -> Progress:
     state = checked_state(path, config)
     learner.load(state)
     print(f"resumed {path} at env step {state['global_step']}", flush=True)
+    selected = state.get("selected", state["config"]["out"] or str(config.run_path / "selected.pt"))
     return Progress(state["global_step"], state["update"], state["seconds"],
-                    [(int(step), float(score)) for step, score in state["validation"]], state["global_step"])
+                    [(int(step), float(score)) for step, score in state["validation"]], state["global_step"],
+                    Path(selected).resolve() if state["validation"] else None)
 
 
 def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
@@ -321,6 +327,7 @@ def save(config: MATTrainConfig, learner: Learner, progress: Progress, demand: D
         if score > best:
             export_policy(config.out_path, learner.model, config.predictor,
                           manifest(config, learner, progress, recent), config.setting)
+            progress.selected = config.out_path.resolve()
     if config.snapshot_every and (crossed(step, steps, config.snapshot_every) or last):
         export_policy(config.run_path / "snapshots" / f"step_{step}.pt", learner.model, config.predictor,
                       manifest(config, learner, progress, recent, role="snapshot"), config.setting)
@@ -328,7 +335,8 @@ def save(config: MATTrainConfig, learner: Learner, progress: Progress, demand: D
     if validated or step - progress.saved_at >= config.checkpoint_every or last:
         save_run_state(config.run_path / "last.pt", {
             **learner.state(), "global_step": step, "update": progress.update, "seconds": progress.seconds,
-            "config": config.record(), "validation": progress.validation})
+            "config": config.record(), "validation": progress.validation,
+            **({"selected": str(progress.selected)} if progress.selected is not None else {})})
         progress.saved_at = step
 
 
@@ -343,6 +351,9 @@ def train(config: MATTrainConfig) -> TrainResult:
     ppo, steps = config.ppo, config.rollout_steps * config.num_envs
     recent: deque[dict[str, float]] = deque(maxlen=RECENT_EPISODES)
     started, first_step, resumed_seconds = time.perf_counter(), progress.global_step, progress.seconds
+    if progress.global_step >= config.steps:
+        print(f"{config.run_path} holds a run that already finished at env step {progress.global_step} "
+              f"(--steps {config.steps}); nothing to train", flush=True)
     while progress.global_step < config.steps:
         tick = time.perf_counter()
         if ppo.anneal_lr:
@@ -367,7 +378,13 @@ def train(config: MATTrainConfig) -> TrainResult:
     if not workloads:
         export_policy(config.out_path, learner.model, config.predictor, manifest(config, learner, progress, recent),
                       config.setting)
+        progress.selected = config.out_path.resolve()
     writer.close()
-    return TrainResult(config.out_path, progress.global_step, time.perf_counter() - started,
+    checkpoint = config.out_path
+    if progress.selected is not None and progress.selected != config.out_path.resolve():
+        print(f"nothing was written to {config.out_path}: the selected policy of this run (its best validation "
+              f"score) is {progress.selected}", flush=True)
+        checkpoint = progress.selected
+    return TrainResult(checkpoint, progress.global_step, time.perf_counter() - started,
                        ((progress.global_step - first_step) / (progress.seconds - resumed_seconds))
                        if progress.seconds > resumed_seconds else float("nan"))

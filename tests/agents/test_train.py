@@ -112,3 +112,18 @@ def test_a_run_resumes_when_its_paths_are_spelled_differently(bank_dir, tmp_path
     respelled_bank = str(bank_dir.parent / "." / bank_dir.name)
     resumed = train(tiny_config(bank_dir, tmp_path / "." / "run", steps=40, validate_every=0, bank=respelled_bank))
     assert "resumed" in capsys.readouterr().out and resumed.global_step == 40
+
+
+def test_a_finished_run_given_another_out_names_the_checkpoint_it_did_not_write(bank_dir, tmp_path, capsys):
+    run, elsewhere = tmp_path / "run", tmp_path / "elsewhere.pt"
+    first = train(tiny_config(bank_dir, run, steps=20))
+    written = first.checkpoint.stat().st_mtime_ns
+    capsys.readouterr()
+    assert train_cli.main(["mat", "--predictor", "wls", "--steps", "20", "--validate-every", "20", "--validation-roots",
+                           "1", "--validation-episodes", "1", "--validation-stress-episodes", "1", "--num-envs", "2",
+                           "--rollout-steps", "10", "--checkpoint-every", "20", "--epochs", "2", "--minibatches", "2",
+                           "--dim", "16", "--bank", str(bank_dir), "--run-dir", str(run), "--out", str(elsewhere)]) == 0
+    out = capsys.readouterr().out
+    assert "already finished at env step 20" in out and f"nothing was written to {elsewhere}" in out
+    assert f"MAT checkpoint {first.checkpoint.resolve()} " in out and not elsewhere.exists()
+    assert first.checkpoint.stat().st_mtime_ns == written

@@ -7,6 +7,12 @@ training, through :func:`~mara_agents.mat.tokens.mat_inputs`), so it plays the p
 with no wrapper.  Any ``predicted_remaining`` already in
 the observation is ignored, so the checkpoint alone decides which predictor is used.
 
+A policy plays only in the setting it was trained for (:class:`~mara_agents.mat.setting.Setting`: M, node
+speeds, c): every call checks the first observation it is given against the setting its checkpoint records
+and refuses, naming the checkpoint and both settings, as far as the observation shows the env's setting
+(:meth:`~mara_agents.mat.setting.Setting.contradiction`).  A policy of unknown setting (an old file with node
+tokens and no manifest) is not checked.
+
 ``act_batch`` acts for many observations at once; the evaluation harness uses it to play all episodes of a
 workload file in lock-step (:mod:`mara_agents.runner`).
 
@@ -27,18 +33,25 @@ import numpy as np
 import torch
 
 from mara_agents.allocators.uncontended import decide_contended
-from mara_agents.mat.checkpoint import load_policy_model
+from mara_agents.mat.checkpoint import load_policy
 from mara_agents.mat.model import MATModel
+from mara_agents.mat.setting import Setting
 from mara_agents.mat.tokens import mat_inputs
 from mara_agents.predictors.base import Predictor
 from mara_agents.predictors.demand import Demand, as_demand, make_demand, stack_observations
 
 
 class MATPolicy:
-    """A frozen MAT model + the demand stage of its frozen predictor."""
+    """A frozen MAT model + the demand stage of its frozen predictor, for the ``setting`` it was trained in
+    (left out: a model without node tokens is for its node count with the default options, one with node
+    tokens is unchecked); ``name`` says which policy an error is about (its checkpoint)."""
 
-    def __init__(self, model: MATModel, demand: Demand | Predictor, sample: bool = False, seed: int = 0):
+    def __init__(self, model: MATModel, demand: Demand | Predictor, sample: bool = False, seed: int = 0,
+                 setting: Setting | None = None, name: str = "the MAT policy"):
         self.model = model.eval()
+        self.setting = setting if setting is not None or model.hparams.node_features else \
+            Setting(model.hparams.num_nodes)
+        self.name = name
         self.demand = as_demand(demand)
         self.device = next(model.parameters()).device
         self.seed = seed  # kept so that evaluation caches tell differently seeded sampling runs apart
@@ -58,6 +71,10 @@ class MATPolicy:
         With greedy decoding each row depends only on its own observation, so the evaluation harness plays
         a whole workload file in lock-step and gets the same actions as one episode at a time.
         """
+        env = self.setting.contradiction(observations[0]) if self.setting is not None and observations else None
+        if env is not None:
+            raise ValueError(f"{self.name} was trained in {self.setting.describe()}; the env it is asked to play "
+                             f"has {env}: play it with {self.setting.flags()}, or train a policy for that setting")
         if self.generator is not None or self.model.hparams.node_features:
             return self._decode(observations)
         return decide_contended(observations, self._decode)
@@ -76,5 +93,6 @@ def load_mat_policy(path: str | os.PathLike[str], device: str = "cpu", sample: b
     """A :class:`MATPolicy` from an exported checkpoint, with the predictor recorded in it (the policy was
     trained on that predictor's estimates, so it is never swapped); ``verify=False`` accepts checkpoints
     without a manifest."""
-    model, trained_with = load_policy_model(path, device, verify)
-    return MATPolicy(model, make_demand(trained_with, fm_checkpoint, device, verify), sample=sample, seed=seed)
+    loaded = load_policy(path, device, verify)
+    return MATPolicy(loaded.model, make_demand(loaded.predictor, fm_checkpoint, device, verify), sample=sample,
+                     seed=seed, setting=loaded.setting, name=str(path))

@@ -87,7 +87,8 @@ def load_mat_ensemble(paths: Sequence[str | os.PathLike[str]] | str, device: str
             raise ValueError(f"ensemble members were trained in different settings: {paths[0]} in "
                              f"{_described(loaded[0].setting)}, {path} in {_described(member.setting)}")
     return MATPolicy(MATEnsemble([member.model for member in loaded]),
-                     make_demand(predictors.pop(), fm_checkpoint, device, verify))
+                     make_demand(predictors.pop(), fm_checkpoint, device, verify), setting=loaded[0].setting,
+                     name="+".join(map(str, paths)))
 
 
 def _described(setting: Setting | None) -> str:

@@ -162,7 +162,8 @@ def test_a_finished_run_is_not_trained_again_but_an_unfinished_or_different_one_
                            "--load-high", str(BUSY), "--dim", "16", "--bank", str(bank_dir), "--run-dir", str(run),
                            "--out", str(tmp_path / "elsewhere.pt")]) == 0
     out = capsys.readouterr().out
-    assert "already holds this finished MAT-IL run" in out and f"nothing was written to {tmp_path / 'elsewhere.pt'}" in out
+    assert "already holds this finished MAT-IL run" in out
+    assert f"nothing was written to {tmp_path / 'elsewhere.pt'}" in out
     assert f"MAT-IL checkpoint {first.checkpoint.resolve()}" in out and not (tmp_path / "elsewhere.pt").exists()
     assert first.checkpoint.stat().st_mtime_ns == written
     with pytest.raises(ValueError, match="--force"):  # other settings: not the finished run

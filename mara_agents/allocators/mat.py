@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -44,14 +45,15 @@ from mara_agents.predictors.demand import Demand, as_demand, make_demand, stack_
 class MATPolicy:
     """A frozen MAT model + the demand stage of its frozen predictor, for the ``setting`` it was trained in
     (left out: a model without node tokens is for its node count with the default options, one with node
-    tokens is unchecked); ``name`` says which policy an error is about (its checkpoint)."""
+    tokens is unchecked); ``checkpoints`` are the files it was loaded from, which an error names (kept as paths,
+    which the evaluation cache hashes by content, so the spelling of a path does not change a cache key)."""
 
     def __init__(self, model: MATModel, demand: Demand | Predictor, sample: bool = False, seed: int = 0,
-                 setting: Setting | None = None, name: str = "the MAT policy"):
+                 setting: Setting | None = None, checkpoints: Sequence[str | os.PathLike[str]] = ()):
         self.model = model.eval()
         self.setting = setting if setting is not None or model.hparams.node_features else \
             Setting(model.hparams.num_nodes)
-        self.name = name
+        self.checkpoints = tuple(Path(path) for path in checkpoints)
         self.demand = as_demand(demand)
         self.device = next(model.parameters()).device
         self.seed = seed  # kept so that evaluation caches tell differently seeded sampling runs apart
@@ -73,7 +75,8 @@ class MATPolicy:
         """
         env = self.setting.contradiction(observations[0]) if self.setting is not None and observations else None
         if env is not None:
-            raise ValueError(f"{self.name} was trained in {self.setting.describe()}; the env it is asked to play "
+            name = "+".join(map(str, self.checkpoints)) or "this MAT policy"
+            raise ValueError(f"{name} was trained in {self.setting.describe()}; the env it is asked to play "
                              f"has {env}: play it with {self.setting.flags()}, or train a policy for that setting")
         if self.generator is not None or self.model.hparams.node_features:
             return self._decode(observations)
@@ -95,4 +98,4 @@ def load_mat_policy(path: str | os.PathLike[str], device: str = "cpu", sample: b
     without a manifest."""
     loaded = load_policy(path, device, verify)
     return MATPolicy(loaded.model, make_demand(loaded.predictor, fm_checkpoint, device, verify), sample=sample,
-                     seed=seed, setting=loaded.setting, name=str(path))
+                     seed=seed, setting=loaded.setting, checkpoints=[path])

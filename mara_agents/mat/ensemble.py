@@ -88,7 +88,7 @@ def load_mat_ensemble(paths: Sequence[str | os.PathLike[str]] | str, device: str
                              f"{_described(loaded[0].setting)}, {path} in {_described(member.setting)}")
     return MATPolicy(MATEnsemble([member.model for member in loaded]),
                      make_demand(predictors.pop(), fm_checkpoint, device, verify), setting=loaded[0].setting,
-                     name="+".join(map(str, paths)))
+                     checkpoints=paths)
 
 
 def _described(setting: Setting | None) -> str:

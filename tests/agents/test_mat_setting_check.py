@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import mara_env  # noqa: F401  (registers MARA-v0)
 from mara_agents.allocators.mat import load_mat_policy
+from mara_agents.evaluation.fingerprint import policy_fingerprint
 from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.ensemble import load_mat_ensemble
 from mara_agents.mat.model import MATModel
@@ -73,3 +76,11 @@ def test_a_default_checkpoint_refuses_node_options_and_plays_the_default_env(ban
     assert play_episode(policy, 0, **episode)["conflicts"] == 0
     with pytest.raises(ValueError, match="switch_cost=0; the env it is asked to play has .*switch_cost(=2|>=1):"):
         play_episode(policy, 0, switch_cost=2, **episode)
+
+
+def test_the_checkpoint_names_kept_for_the_error_leave_the_evaluation_cache_key_content_based(bank_dir, tmp_path):
+    path = _checkpoint(bank_dir, tmp_path / "c2.pt", node_speeds=SPEEDS, switch_cost=2)
+    spelled = os.path.relpath(path)
+    assert policy_fingerprint(load_mat_policy(path)) == policy_fingerprint(load_mat_policy(spelled))
+    ensemble = load_mat_ensemble([path, path])
+    assert policy_fingerprint(ensemble) == policy_fingerprint(load_mat_ensemble(f"{spelled}+{path}"))

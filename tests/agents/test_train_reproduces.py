@@ -75,19 +75,35 @@ def test_training_is_the_ppo_recipe_written_out_bit_for_bit(bank_dir, tmp_path):
     assert all(torch.equal(value, expected[name]) for name, value in trained.state_dict().items())
 
 
+OLD_MEMBER = Path(__file__).resolve().parent / "data" / "old_member_record.json"
+
+
+def documented_member_command(member: int, init_from: str) -> MATTrainConfig:
+    """The documented PPO stage of a ``mat-il-ens`` member (mara_agents/checkpoints/README.md)."""
+    return parse_config(["--seed", str(member), "--init-from", init_from, "--slack-prior", "--critic-warmup", "10",
+                         "--reference-kl", "1.0", "--entropy-coef", "0", "--lr", "1e-4"])
+
+
 @pytest.mark.parametrize("member", range(3))
 def test_a_shipped_ensemble_members_recorded_settings_are_its_documented_command(member):
     manifest = json.loads((SHIPPED / f"mat_il_ens_member{member}.json").read_text())
-    assert "finetune" not in manifest["config"]  # written before the fine-tuning group existed
-    command = parse_config(["--seed", str(member), "--init-from", manifest["config"]["init_from"], "--slack-prior",
-                            "--critic-warmup", "10", "--reference-kl", "1.0", "--entropy-coef", "0", "--lr", "1e-4"])
+    record = upgrade_record(manifest["config"])
+    command = documented_member_command(member, record["finetune"]["init_from"])
     assert command.method == manifest["method"] == "mat-il-ens"
-    assert changed_settings(upgrade_record(manifest["config"]), command.record(), _RESUMABLE_CHANGES, _PATHS) == []
+    assert changed_settings(record, command.record(), _RESUMABLE_CHANGES, _PATHS) == []
     assert upgrade_record(command.record()) == command.record()
 
 
+def test_a_record_written_before_the_fine_tuning_group_still_reads_as_its_documented_command():
+    old = json.loads(OLD_MEMBER.read_text())
+    assert "finetune" not in old["config"]
+    command = documented_member_command(0, old["config"]["init_from"])
+    assert command.method == old["method"] == "mat-il-ens"
+    assert changed_settings(upgrade_record(old["config"]), command.record(), _RESUMABLE_CHANGES, _PATHS) == []
+
+
 def test_an_old_record_of_fine_tuning_a_plain_student_reads_as_mat_il():
-    record = json.loads((SHIPPED / "mat_il_ens_member0.json").read_text())["config"]
+    record = json.loads(OLD_MEMBER.read_text())["config"]
     record["model"]["slack_prior"] = False
     assert upgrade_record(record)["finetune"]["method"] == "mat-il"
     record["init_from"] = ""

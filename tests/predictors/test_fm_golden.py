@@ -82,7 +82,11 @@ def test_shipped_predictor_reproduces_the_recorded_answers_bit_for_bit(rows_per_
     if rows_per_pass is not None:
         monkeypatch.setattr(base, "ROWS_PER_PASS", rows_per_pass)
     (golden, query), model = load_golden(), load_model()
-    exact = kernel_canary(model) == str(golden["canary"])
+    # Bit for bit in one pass on the recording kernels.  Split into passes of about five rows, a matrix kernel
+    # may take another path for the smaller batch and round the last bits differently (seen with the shipped
+    # weights: 2e-6 relative), so split passes are held to a tolerance ten times tighter than other machines.
+    exact = kernel_canary(model) == str(golden["canary"]) and rows_per_pass is None
+    tolerance = 1e-5 if rows_per_pass is not None else 1e-4
     for samples, steps in SETTINGS:
         prediction = FlowMatchingPredictor(model, n_samples=samples, euler_steps=steps).predict(query)
         for name in ("remaining", "trajectories", "grid"):
@@ -90,7 +94,7 @@ def test_shipped_predictor_reproduces_the_recorded_answers_bit_for_bit(rows_per_
             if exact:
                 assert actual.dtype == expected.dtype and actual.tobytes() == expected.tobytes(), (samples, steps, name)
             else:
-                np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4, equal_nan=True)
+                np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance, equal_nan=True)
 
 
 def test_samples_are_the_per_trajectory_estimates_whose_median_is_the_answer():

@@ -5,13 +5,15 @@ reproduction (``python train.py mat``).
 **Checkpoint rule (fixed before any evaluation)**, the same as MARA's: after every DAgger round the greedy
 student is scored on the run's validation workloads (the mixture at ``--arrival-prob`` and the small stress
 test, both drawn from ``val`` curves with the training runs' selection seed, equal weight) and the
-best-scoring model is exported (ties keep the earlier one).  No test curve is ever played.
+best-scoring model is exported (ties keep the earlier one).  With ``--slack-prior`` the untrained student, which
+serves what FM-slack serves, is scored first, at step 0, as a candidate like the rounds' students, so imitation
+is kept only when it beats the rule it starts from.  No test curve is ever played.
 
 The run writes TensorBoard logs (``<run_dir>/tb``: imitation loss and agreement, β, data-set size, episode
 success rate of the mixed expert/student play, env steps/s, validation score) and prints the training cost:
 env steps/s of data collection and the wall time of the whole recipe.  It is short (minutes), so it does not
 resume: rerun it with ``--force`` to replace a run directory.  A finished run records so in
-``<run_dir>/finished.json`` (written atomically, last): the same command run again returns at once and names
+``<run_dir>/finished.json`` (written atomically, last; it holds every validation score): the same command run again returns at once and names
 the checkpoint, so a job list such as ``mat-il … && mat --init-from …`` can be rerun as a whole.
 """
 
@@ -94,6 +96,18 @@ def train_il(config: MATILConfig) -> TrainResult:
     data = LabelledStates()
     vector_steps = math.ceil(settings.round_steps / config.num_envs)
     step, collect_seconds, validation = 0, 0.0, []
+
+    def keep_if_best(score: float) -> None:
+        """The checkpoint rule: export the student when its validation score is the best so far."""
+        best = max((s for _, s in validation), default=-1.0)
+        validation.append((step, score))
+        if score > best:
+            export_policy(config.out_path, model, config.predictor, training_manifest(
+                config, model, step, time.perf_counter() - started, validation, paper_recipe=False, recipe=RECIPE),
+                config.setting)
+
+    if model.hparams.slack_prior:
+        keep_if_best(validation_score(model, demand.predictor, workloads, config.bank, **config.setting.options()))
     for round_index in range(settings.rounds):
         beta = settings.beta_decay ** round_index
         tick = time.perf_counter()
@@ -106,17 +120,12 @@ def train_il(config: MATILConfig) -> TrainResult:
         score = validation_score(model, demand.predictor, workloads, config.bank, **config.setting.options())
         stats.update(beta=beta, states=len(data), fit_seconds=fitted - collected)
         log_round(writer, config, round_index, step, stats, rollout.drain_finished(), score, collected - tick)
-        best = max((s for _, s in validation), default=-1.0)
-        validation.append((step, score))
-        if score > best:
-            export_policy(config.out_path, model, config.predictor, training_manifest(
-                config, model, step, time.perf_counter() - started, validation, paper_recipe=False, recipe=RECIPE),
-                config.setting)
+        keep_if_best(score)
     writer.close()
     seconds = time.perf_counter() - started
     result = TrainResult(config.out_path, step, seconds, step / collect_seconds if collect_seconds else float("nan"))
     atomic_write_json(run / FINISHED, {"config": config.record(), "checkpoint": str(config.out_path.resolve()),
-                                       "global_step": step, "seconds": seconds,
+                                       "global_step": step, "seconds": seconds, "validation": validation,
                                        "steps_per_second": result.steps_per_second})
     return result
 

@@ -10,7 +10,9 @@ What MAT-IL (:mod:`mara_agents.mat.il_train`) shares with it lives here too: :fu
 **Checkpoint rule (fixed before any evaluation).**  Every ``validate_every`` env steps (at the first PPO
 update that crosses a multiple) and after the last update, the greedy policy is scored on the run's
 validation workloads — episodes drawn from the bank's ``val`` curves (:mod:`mara_agents.mat.validation`) —
-and the model with the highest score so far is exported (ties keep the earlier one).  The validation
+and the model with the highest score so far is exported (ties keep the earlier one).  A fine-tuning run
+(``--init-from``) first scores its starting policy, at step 0, as a candidate like the others, so PPO's
+policy is kept only when it beats the one it started from.  The validation
 workloads are a mixture at the training load and a small stress test (§5.4), weighted equally.  No
 evaluation workload, and no ``test`` curve, is ever looked at.  With ``validate_every = 0`` the final model is
 exported.  The paper fixes its checkpoint at a step instead; ``mara_agents/checkpoints/README.md`` says why we
@@ -310,6 +312,22 @@ def manifest(config: MATTrainConfig, learner: Learner, progress: Progress, recen
                         if init_from else None))
 
 
+def validate(config: MATTrainConfig, learner: Learner, progress: Progress, demand: Demand, workloads: list[Path],
+             recent: deque[dict[str, float]], writer: SummaryWriter) -> None:
+    """The checkpoint rule at the current step: score the greedy policy on the validation workloads and
+    export it when it scores best so far."""
+    step = progress.global_step
+    score = validation_score(learner.model, demand.predictor, workloads, config.bank, **config.setting.options())
+    writer.add_scalar("charts/validation_success_rate", score, step)
+    print(f"validation at step {step}: success {score:.4f}", flush=True)
+    best = max((s for _, s in progress.validation), default=-1.0)
+    progress.validation.append((step, score))
+    if score > best:
+        export_policy(config.out_path, learner.model, config.predictor,
+                      manifest(config, learner, progress, recent), config.setting)
+        progress.selected = config.out_path.resolve()
+
+
 def save(config: MATTrainConfig, learner: Learner, progress: Progress, demand: Demand, workloads: list[Path],
          recent: deque[dict[str, float]], writer: SummaryWriter) -> None:
     """After an update: apply the checkpoint rule when a validation is due (export the model if it scores
@@ -318,16 +336,7 @@ def save(config: MATTrainConfig, learner: Learner, progress: Progress, demand: D
     step, steps = progress.global_step, config.rollout_steps * config.num_envs
     last = step >= config.steps
     if workloads and (crossed(step, steps, config.validate_every) or last):
-        score = validation_score(learner.model, demand.predictor, workloads, config.bank,
-                                 **config.setting.options())
-        writer.add_scalar("charts/validation_success_rate", score, step)
-        print(f"validation at step {step}: success {score:.4f}", flush=True)
-        best = max((s for _, s in progress.validation), default=-1.0)
-        progress.validation.append((step, score))
-        if score > best:
-            export_policy(config.out_path, learner.model, config.predictor,
-                          manifest(config, learner, progress, recent), config.setting)
-            progress.selected = config.out_path.resolve()
+        validate(config, learner, progress, demand, workloads, recent, writer)
     if config.snapshot_every and (crossed(step, steps, config.snapshot_every) or last):
         export_policy(config.run_path / "snapshots" / f"step_{step}.pt", learner.model, config.predictor,
                       manifest(config, learner, progress, recent, role="snapshot"), config.setting)
@@ -351,6 +360,8 @@ def train(config: MATTrainConfig) -> TrainResult:
     ppo, steps = config.ppo, config.rollout_steps * config.num_envs
     recent: deque[dict[str, float]] = deque(maxlen=RECENT_EPISODES)
     started, first_step, resumed_seconds = time.perf_counter(), progress.global_step, progress.seconds
+    if workloads and config.finetune.init_from and progress.global_step == 0 and not progress.validation:
+        validate(config, learner, progress, demand, workloads, recent, writer)  # the start is a candidate too
     if progress.global_step >= config.steps:
         print(f"{config.run_path} holds a run that already finished at env step {progress.global_step} "
               f"(--steps {config.steps}); nothing to train", flush=True)

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from mara_agents.checkpoint_io import load_run_state
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.ppo import PPOSettings, Rollout, ValueNorm, ppo_loss, ppo_update
@@ -87,6 +88,19 @@ def test_training_from_an_exported_policy_starts_from_its_weights_and_records_it
     assert manifest["method"] == "mat-il"
     assert manifest["initial_policy"]["checkpoint_sha256"] == json.loads(
         first.checkpoint.with_suffix(".json").read_text())["checkpoint_sha256"]
+
+
+def test_a_fine_tuning_run_scores_its_start_first_and_keeps_it_when_nothing_beats_it(bank_dir, tmp_path):
+    first = train(tiny_config(bank_dir, tmp_path / "first", steps=20, validate_every=0))
+    start, _ = load_policy_model(first.checkpoint)
+    tuned = train(tiny_config(bank_dir, tmp_path / "tuned", steps=40, validate_every=20, method="mat-il",
+                              init_from=str(first.checkpoint), critic_warmup=2))  # the policy never moves
+    validation = load_run_state(tmp_path / "tuned" / "last.pt")["validation"]
+    assert [step for step, _ in validation] == [0, 20, 40]
+    assert len({score for _, score in validation}) == 1  # equal scores: the first, the start, is kept
+    assert json.loads(tuned.checkpoint.with_suffix(".json").read_text())["step"] == 0
+    kept, _ = load_policy_model(tuned.checkpoint)
+    assert all(torch.equal(value, start.state_dict()[name]) for name, value in kept.state_dict().items())
 
 
 def test_a_starting_policy_of_another_shape_or_a_kl_without_one_is_refused(bank_dir, tmp_path):

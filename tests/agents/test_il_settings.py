@@ -17,7 +17,7 @@ from mara_agents.allocators.slack import SlackPolicy
 from mara_agents.mat.checkpoint import export_policy, load_policy
 from mara_agents.mat.ensemble import MATEnsemble, load_mat_ensemble
 from mara_agents.mat.experts import TRUE_REMAINING, PrivilegedSlackExpert
-from mara_agents.mat.il_train import train_il
+from mara_agents.mat.il_train import FINISHED, train_il
 from mara_agents.mat import validation
 from mara_agents.mat.imitation import ExpertRollout, ImitationSettings, LabelledStates
 from mara_agents.mat.model import MATHyperParameters, MATModel, placing_greedy_choice
@@ -139,6 +139,13 @@ def test_imitation_in_a_setting_writes_a_checkpoint_that_records_it(student, ban
     rows = evaluate_workload(load_mat_policy(student.checkpoint), short_file, bank=bank_dir, episodes=[0],
                              arrival_window=40, **SETTING.options())
     assert rows[0]["conflicts"] == 0 and 0.0 <= rows[0]["success_rate"] <= 1.0
+
+
+def test_the_untrained_prior_student_is_scored_first_and_the_best_student_is_kept(student):
+    validation = json.loads((student.checkpoint.parent / FINISHED).read_text())["validation"]
+    assert [step for step, _ in validation] == [0, 40, 80]  # the slack-prior start, then each round
+    best_step, _ = max(validation, key=lambda entry: entry[1])  # the first of equal scores
+    assert json.loads(student.checkpoint.with_suffix(".json").read_text())["step"] == best_step
 
 
 def test_init_from_a_student_of_another_setting_is_one_line_naming_both(student, bank_dir, tmp_path, capsys):

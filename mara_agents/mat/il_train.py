@@ -31,12 +31,11 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from curves.bank import atomic_write_json
-from mara_agents.config_cli import changed_settings
 from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.config import MATILConfig, parse_il_config
 from mara_agents.mat.imitation import ExpertRollout, LabelledStates, environment_configs, fit
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.train import (_PATHS, _RESUMABLE_CHANGES, TrainResult, start_torch, training_manifest,
+from mara_agents.mat.train import (TrainResult, changed_run_settings, start_torch, training_manifest,
                                    validation_workloads)
 from mara_agents.mat.validation import validation_score
 from mara_agents.predictors.demand import make_demand
@@ -53,7 +52,7 @@ def finished_run(config: MATILConfig) -> TrainResult | None:
         return None
     record = json.loads(path.read_text())
     checkpoint = Path(record["checkpoint"])
-    if changed_settings(record["config"], config.record(), _RESUMABLE_CHANGES, _PATHS) or not checkpoint.is_file():
+    if changed_run_settings(record["config"], config) or not checkpoint.is_file():
         return None
     return TrainResult(checkpoint, int(record["global_step"]), float(record["seconds"]),
                        float(record["steps_per_second"]))

@@ -66,6 +66,13 @@ from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
 _RESUMABLE_CHANGES = frozenset({"device", "threads", "steps", "resume", "force", "out", "checkpoint_every",
                                 "snapshot_every", "run_dir", "progress", "unverified"})
 _PATHS = frozenset({"fm_checkpoint", "env.bank"})
+
+
+def changed_run_settings(recorded: dict[str, Any], config: RunSettings) -> list[str]:
+    """The settings of ``config`` that differ from a run's recorded config in a way that changes what is
+    trained (the device, ``--out``, the step budget and the like may differ; paths compare by what they name)."""
+    return changed_settings(recorded, config.record(), _RESUMABLE_CHANGES, _PATHS)
+
 RECENT_EPISODES = 50  # finished training episodes whose mean success rate is logged and recorded
 
 
@@ -232,7 +239,7 @@ def checked_state(path: Path, config: MATTrainConfig) -> dict[str, Any]:
     """The saved run state, refusing to resume a run started with different training settings (a state
     written before the ``finetune`` group existed is read in today's layout)."""
     state = load_run_state(path)
-    changed = changed_settings(upgrade_record(state["config"]), config.record(), _RESUMABLE_CHANGES, _PATHS)
+    changed = changed_run_settings(upgrade_record(state["config"]), config)
     if changed:
         raise ValueError(f"{path}: cannot resume, the run was started with different {changed}; "
                          "use another --run-dir or --no-resume")

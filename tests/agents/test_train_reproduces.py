@@ -11,14 +11,13 @@ import pytest
 import torch
 from torch import nn
 
-from mara_agents.config_cli import changed_settings
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.config import MATTrainConfig, parse_config, upgrade_record
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import ValueNorm, gae
 from mara_agents.mat.rollout import VectorRollout
 from mara_agents.mat.tokens import Tokens
-from mara_agents.mat.train import _PATHS, _RESUMABLE_CHANGES, train
+from mara_agents.mat.train import changed_run_settings, train
 from mara_agents.predictors.demand import make_demand
 
 from conftest import tiny_config
@@ -90,7 +89,7 @@ def test_a_shipped_ensemble_members_recorded_settings_are_its_documented_command
     record = upgrade_record(manifest["config"])
     command = documented_member_command(member, record["finetune"]["init_from"])
     assert command.method == manifest["method"] == "mat-il-ens"
-    assert changed_settings(record, command.record(), _RESUMABLE_CHANGES, _PATHS) == []
+    assert changed_run_settings(record, command) == []
     assert upgrade_record(command.record()) == command.record()
 
 
@@ -99,7 +98,7 @@ def test_a_record_written_before_the_fine_tuning_group_still_reads_as_its_docume
     assert "finetune" not in old["config"]
     command = documented_member_command(0, old["config"]["init_from"])
     assert command.method == old["method"] == "mat-il-ens"
-    assert changed_settings(upgrade_record(old["config"]), command.record(), _RESUMABLE_CHANGES, _PATHS) == []
+    assert changed_run_settings(upgrade_record(old["config"]), command) == []
 
 
 def test_an_old_record_of_fine_tuning_a_plain_student_reads_as_mat_il():

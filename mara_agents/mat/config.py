@@ -193,6 +193,9 @@ class FineTuneSettings:
                 "critic's advantages carry signal (for --init-from)"})
     reference_kl: float = field(default=0.0, metadata={
         "help": "weight of a KL penalty that keeps the policy near the one it started from (with --init-from)"})
+    start_candidate: bool = field(default=False, metadata={
+        "help": "also score the --init-from policy at step 0 as a checkpoint candidate, so PPO's policy is kept "
+                "only where it beats its start"})
     privileged_critic: bool = field(default=False, metadata={
         "help": "train with a separate critic that also reads each task's true remaining batches (training only; "
                 "the exported policy is the actor alone and sees only the observation)"})
@@ -203,6 +206,8 @@ class FineTuneSettings:
         checks.choice("method", self.method, FINETUNE_METHODS)
         if self.reference_kl > 0 and not self.init_from:
             raise ValueError("reference_kl needs init_from: the penalty keeps the policy near the one it starts from")
+        if self.start_candidate and not self.init_from:
+            raise ValueError("start_candidate needs init_from: it scores the policy the run starts from")
 
 
 @dataclass

@@ -5,9 +5,9 @@ reproduction (``python train.py mat``).
 **Checkpoint rule (fixed before any evaluation)**, the same as MARA's: after every DAgger round the greedy
 student is scored on the run's validation workloads (the mixture at ``--arrival-prob`` and the small stress
 test, both drawn from ``val`` curves with the training runs' selection seed, equal weight) and the
-best-scoring model is exported (ties keep the earlier one).  With ``--slack-prior`` the untrained student, which
-serves what FM-slack serves, is scored first, at step 0, as a candidate like the rounds' students, so imitation
-is kept only when it beats the rule it starts from.  No test curve is ever played.
+best-scoring model is exported (ties keep the earlier one).  With ``--start-candidate`` the untrained student
+(which, with ``--slack-prior``, serves what FM-slack serves) is scored first, at step 0, as a candidate like the
+rounds' students, so imitation is kept only where it beats where it started.  No test curve is ever played.
 
 The run writes TensorBoard logs (``<run_dir>/tb``: imitation loss and agreement, β, data-set size, episode
 success rate of the mixed expert/student play, env steps/s, validation score) and prints the training cost:
@@ -32,7 +32,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from curves.bank import atomic_write_json
 from mara_agents.mat.checkpoint import export_policy
-from mara_agents.mat.config import MATILConfig, parse_il_config
+from mara_agents.mat.config import MATILConfig, parse_il_config, with_defaults
 from mara_agents.mat.imitation import ExpertRollout, LabelledStates, environment_configs, fit
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.train import (TrainResult, changed_run_settings, start_torch, training_manifest,
@@ -52,7 +52,8 @@ def finished_run(config: MATILConfig) -> TrainResult | None:
         return None
     record = json.loads(path.read_text())
     checkpoint = Path(record["checkpoint"])
-    if changed_run_settings(record["config"], config) or not checkpoint.is_file():
+    recorded = with_defaults(record["config"], MATILConfig().record())  # settings added since read as their default
+    if changed_run_settings(recorded, config) or not checkpoint.is_file():
         return None
     return TrainResult(checkpoint, int(record["global_step"]), float(record["seconds"]),
                        float(record["steps_per_second"]))
@@ -105,7 +106,7 @@ def train_il(config: MATILConfig) -> TrainResult:
                 config, model, step, time.perf_counter() - started, validation, paper_recipe=False, recipe=RECIPE),
                 config.setting)
 
-    if model.hparams.slack_prior:
+    if settings.start_candidate:
         keep_if_best(validation_score(model, demand.predictor, workloads, config.bank, **config.setting.options()))
     for round_index in range(settings.rounds):
         beta = settings.beta_decay ** round_index

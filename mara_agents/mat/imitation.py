@@ -59,6 +59,9 @@ class ImitationSettings:
     load_high: float = field(default=0.07, metadata={"help": "highest arrival load of the mixed-load environments"})
     stress_envs: int = field(default=0, metadata={
         "help": "of the environments, this many play stress-test episodes (train/val curves) instead of mixtures"})
+    start_candidate: bool = field(default=False, metadata={
+        "help": "also score the untrained student at step 0 as a checkpoint candidate, so imitation is kept only "
+                "where it beats it (with --slack-prior the untrained student serves what FM-slack serves)"})
 
     def __post_init__(self) -> None:
         check_integers(self, ("stress_envs",), 0)

@@ -10,9 +10,9 @@ What MAT-IL (:mod:`mara_agents.mat.il_train`) shares with it lives here too: :fu
 **Checkpoint rule (fixed before any evaluation).**  Every ``validate_every`` env steps (at the first PPO
 update that crosses a multiple) and after the last update, the greedy policy is scored on the run's
 validation workloads — episodes drawn from the bank's ``val`` curves (:mod:`mara_agents.mat.validation`) —
-and the model with the highest score so far is exported (ties keep the earlier one).  A fine-tuning run
-(``--init-from``) first scores its starting policy, at step 0, as a candidate like the others, so PPO's
-policy is kept only when it beats the one it started from.  The validation
+and the model with the highest score so far is exported (ties keep the earlier one).  With
+``--start-candidate`` a fine-tuning run (``--init-from``) first scores its starting policy, at step 0, as a
+candidate like the others, so PPO's policy is kept only where it beats the one it started from.  The validation
 workloads are a mixture at the training load and a small stress test (§5.4), weighted equally.  No
 evaluation workload, and no ``test`` curve, is ever looked at.  With ``validate_every = 0`` the final model is
 exported.  The paper fixes its checkpoint at a step instead; ``mara_agents/checkpoints/README.md`` says why we
@@ -367,7 +367,7 @@ def train(config: MATTrainConfig) -> TrainResult:
     ppo, steps = config.ppo, config.rollout_steps * config.num_envs
     recent: deque[dict[str, float]] = deque(maxlen=RECENT_EPISODES)
     started, first_step, resumed_seconds = time.perf_counter(), progress.global_step, progress.seconds
-    if workloads and config.finetune.init_from and progress.global_step == 0 and not progress.validation:
+    if workloads and config.finetune.start_candidate and progress.global_step == 0 and not progress.validation:
         validate(config, learner, progress, demand, workloads, recent, writer)  # the start is a candidate too
     if progress.global_step >= config.steps:
         print(f"{config.run_path} holds a run that already finished at env step {progress.global_step} "

@@ -90,11 +90,11 @@ def test_training_from_an_exported_policy_starts_from_its_weights_and_records_it
         first.checkpoint.with_suffix(".json").read_text())["checkpoint_sha256"]
 
 
-def test_a_fine_tuning_run_scores_its_start_first_and_keeps_it_when_nothing_beats_it(bank_dir, tmp_path):
+def test_a_start_candidate_run_scores_its_start_first_and_keeps_it_when_nothing_beats_it(bank_dir, tmp_path):
     first = train(tiny_config(bank_dir, tmp_path / "first", steps=20, validate_every=0))
     start, _ = load_policy_model(first.checkpoint)
     tuned = train(tiny_config(bank_dir, tmp_path / "tuned", steps=40, validate_every=20, method="mat-il",
-                              init_from=str(first.checkpoint), critic_warmup=2))  # the policy never moves
+                              init_from=str(first.checkpoint), critic_warmup=2, start_candidate=True))  # the policy never moves
     validation = load_run_state(tmp_path / "tuned" / "last.pt")["validation"]
     assert [step for step, _ in validation] == [0, 20, 40]
     assert len({score for _, score in validation}) == 1  # equal scores: the first, the start, is kept
@@ -110,6 +110,8 @@ def test_a_starting_policy_of_another_shape_or_a_kl_without_one_is_refused(bank_
     wider.model = MATHyperParameters(dim=32)
     with pytest.raises(ValueError, match="init-from"):
         train(wider)
+    with pytest.raises(ValueError, match="start_candidate needs init_from"):
+        tiny_config(bank_dir, tmp_path / "start", start_candidate=True)
     with pytest.raises(ValueError, match="reference_kl needs init_from"):
         tiny_config(bank_dir, tmp_path / "kl", reference_kl=0.1)
     with pytest.raises(ValueError, match="mat-il-ens.*--slack-prior"):  # the ensemble's members have the prior

@@ -125,7 +125,7 @@ def test_dagger_in_a_setting_labels_every_state_with_a_task_with_the_experts_per
 def student(bank_dir, tmp_path_factory):
     """A tiny MAT-IL run in the setting (the expert's environments, stress envs and validation all in it)."""
     imitation = ImitationSettings(rounds=2, round_steps=40, bc_epochs=2, bc_batch=16, load_low=BUSY,
-                                  load_high=BUSY, stress_envs=1)
+                                  load_high=BUSY, stress_envs=1, start_candidate=True)
     return train_il(tiny_il_config(bank_dir, tmp_path_factory.mktemp("il_setting"), env=_setting_config(bank_dir),
                                    model=MATHyperParameters(dim=16, slack_prior=True), imitation=imitation))
 

@@ -166,6 +166,11 @@ def test_a_finished_run_is_not_trained_again_but_an_unfinished_or_different_one_
     assert f"nothing was written to {tmp_path / 'elsewhere.pt'}" in out
     assert f"MAT-IL checkpoint {first.checkpoint.resolve()}" in out and not (tmp_path / "elsewhere.pt").exists()
     assert first.checkpoint.stat().st_mtime_ns == written
+    record = json.loads((run / "finished.json").read_text())
+    assert [step for step, _ in record["validation"]] == [40, 80]  # no start candidate unless asked
+    del record["config"]["imitation"]["start_candidate"]  # a record written before the setting existed
+    (run / "finished.json").write_text(json.dumps(record))
+    assert train_il(tiny_il_config(bank_dir, run)).checkpoint == first.checkpoint
     with pytest.raises(ValueError, match="--force"):  # other settings: not the finished run
         train_il(tiny_il_config(bank_dir, run, seed=1))
     (run / "finished.json").unlink()  # as if the run had been killed before it finished

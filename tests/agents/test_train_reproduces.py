@@ -107,4 +107,5 @@ def test_an_old_record_of_fine_tuning_a_plain_student_reads_as_mat_il():
     assert upgrade_record(record)["finetune"]["method"] == "mat-il"
     record["init_from"] = ""
     assert upgrade_record(record)["finetune"] == {"init_from": "", "critic_warmup": 10, "reference_kl": 1.0,
-                                                  "privileged_critic": False, "method": "mat-il-ens"}
+                                                  "privileged_critic": False, "method": "mat-il-ens",
+                                                  "start_candidate": False}

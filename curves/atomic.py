@@ -45,6 +45,11 @@ def atomic_write_text(path: Path, text: str) -> None:
     _atomic_write_bytes(Path(path), lambda handle: handle.write(text.encode()))
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write raw bytes atomically (a checkpoint copied unchanged into place)."""
+    _atomic_write_bytes(Path(path), lambda handle: handle.write(data))
+
+
 def atomic_write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     """Write a compressed NPZ atomically."""
     _atomic_write_bytes(Path(path), lambda handle: np.savez_compressed(handle, **arrays))

@@ -210,11 +210,15 @@ def bank_checksum(root: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def portable_path(path: str | os.PathLike[str]) -> str:
-    """``path`` relative to the repository when it lies inside it, so records carry no machine's home."""
+REPOSITORY = _PACKAGE.parent  # the checkout this code runs from
+
+
+def portable_path(path: str | os.PathLike[str], root: Path = REPOSITORY) -> str:
+    """``path`` relative to the repository (``root``) when it lies inside it, so records carry no machine's
+    home."""
     resolved = Path(path).resolve()
     try:
-        return resolved.relative_to(_PACKAGE.parent).as_posix()
+        return resolved.relative_to(root.resolve()).as_posix()
     except ValueError:
         return str(path)
 

@@ -123,6 +123,12 @@ def _interval(entry: dict[str, float]) -> str:
     return f"{entry['value']:.2f} [{entry['low']:.2f}, {entry['high']:.2f}]"
 
 
+def _over_roots(by_root: dict[str, float]) -> str:
+    """Mean success over roots ± the half-width of its t interval."""
+    values = list(by_root.values())
+    return f"{np.mean(values):.2f} ± {half_width(values):.2f}"
+
+
 def table(results: dict[str, Any], loads: Sequence[float]) -> str:
     """One row per point: FM's MAE and accuracy (all and held-out ``val``), success per load, learned − slack."""
     head = ["train curves / family", "FM MAE (val)", "FM Acc. % (val)", "FM MAE (held-out)", "FM Acc. % (held-out)"]
@@ -134,11 +140,10 @@ def table(results: dict[str, Any], loads: Sequence[float]) -> str:
                  _interval(point["held_out_val"]["mae"]), _interval(point["held_out_val"]["accuracy"])]
         for load in loads:
             entry = point["success"][f"{load:g}"]
-            cells.append(f"{np.mean(list(entry['slack'].values())):.2f}")
+            cells.append(_over_roots(entry["slack"]))
             if "learned" in entry:
                 diff = entry["learned_minus_slack"]
-                cells += [f"{np.mean(list(entry['learned'].values())):.2f}",
-                          f"{diff['mean']:+.2f} ± {diff['half_width']:.2f}"]
+                cells += [_over_roots(entry["learned"]), f"{diff['mean']:+.2f} ± {diff['half_width']:.2f}"]
             else:
                 cells += ["", ""]
         lines.append("| " + " | ".join(cells) + " |")
@@ -146,14 +151,15 @@ def table(results: dict[str, Any], loads: Sequence[float]) -> str:
 
 
 def plot(results: dict[str, Any], loads: Sequence[float], path: Path) -> None:
-    """FM's accuracy and MAE, and the allocators' success, against train curves per family (log axis)."""
+    """FM's accuracy and MAE, the allocators' success and learned − FM-slack (paired by root), against train
+    curves per family (log axis)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     points = sorted(results["points"].items(), key=lambda item: int(item[0]))
     sizes = np.array([int(key) for key, _ in points])
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     for ax, metric, label in ((axes[0], "accuracy", "FM budget-success accuracy (%)"),
                               (axes[1], "mae", "FM capped MAE (batches)")):
         for split, style in (("all_val", "-o"), ("held_out_val", "--s")):
@@ -165,14 +171,23 @@ def plot(results: dict[str, Any], loads: Sequence[float], path: Path) -> None:
         ax.legend()
     for load in loads:
         for who, style in (("slack", "-o"), ("learned", "--s")):
-            values = [np.mean(list(p["success"][f"{load:g}"][who].values())) for _, p in points
-                      if who in p["success"][f"{load:g}"]]
-            if values:
-                axes[2].plot(sizes[:len(values)], values, style, label=f"{'FM-slack' if who == 'slack' else 'learned'}"
-                                                                    f" p={load:g}")
-    axes[2].set(xscale="log", xlabel="train curves per ID family", ylabel="val success (%)")
-    axes[2].legend(fontsize=8)
+            by_root = [p["success"][f"{load:g}"][who].values() for _, p in points if who in p["success"][f"{load:g}"]]
+            if by_root:
+                axes[2].errorbar(sizes[:len(by_root)], [np.mean(list(v)) for v in by_root],
+                                 yerr=[half_width(list(v)) for v in by_root], fmt=style, capsize=3,
+                                 label=f"{'FM-slack' if who == 'slack' else 'learned'} p={load:g}")
+        diffs = [p["success"][f"{load:g}"]["learned_minus_slack"] for _, p in points
+                 if "learned_minus_slack" in p["success"][f"{load:g}"]]
+        if diffs:
+            axes[3].errorbar(sizes[:len(diffs)], [d["mean"] for d in diffs], yerr=[d["half_width"] for d in diffs],
+                             fmt="-o", capsize=3, label=f"p={load:g}")
+    axes[2].set(xscale="log", xlabel="train curves per ID family", ylabel="val success (%), t CI over roots")
+    axes[3].axhline(0.0, color="grey", linewidth=0.8)
+    axes[3].set(xscale="log", xlabel="train curves per ID family", ylabel="learned − FM-slack (points), paired")
+    for ax in axes[2:]:
+        ax.legend(fontsize=8)
     for ax in axes:
+        ax.minorticks_off()
         ax.set_xticks(sizes, [str(s) for s in sizes])
     fig.tight_layout()
     tmp = path.with_name(path.name + ".tmp")

@@ -85,7 +85,7 @@ class MATPolicy:
     def _decode(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
         """The network's actions for the observations: one predictor call, one decoder sweep."""
         tokens = mat_inputs(stack_observations(observations), self.demand, self.model.hparams.slack_prior,
-                            self.device)
+                            self.device, self.setting.switch_cost if self.setting is not None else None)
         with torch.inference_mode():  # same numbers as no_grad, less bookkeeping per tensor
             actions, _, _ = self.model.act(tokens, generator=self.generator)
         return actions.cpu().numpy()

@@ -154,7 +154,8 @@ class ExpertRollout:
         """Play ``vector_steps`` steps, each env acting with the expert with probability ``beta``; append the
         contended states (with node options: every state with a task) with the expert's labels to ``data``."""
         def decide(observation: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
-            tokens = mat_inputs(observation, self.demand, model.hparams.slack_prior, self.device)
+            tokens = mat_inputs(observation, self.demand, model.hparams.slack_prior, self.device,
+                                self.expert.known_switch_cost)
             labels = actions = self.labels(observation)
             use_student = rng.random(len(rows)) >= beta
             if use_student.any():

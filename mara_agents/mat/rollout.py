@@ -64,6 +64,7 @@ class VectorRollout:
         self.num_envs = num_envs
         self.demand = demand
         self.device = device
+        self.switch_cost = env_config.switch_cost  # the setting's c, which the slack prior's plan is told
         seeds = np.random.SeedSequence(seed).generate_state(num_envs)
         self.loop = Lockstep(make_training_envs(env_config, num_envs, vectorization_mode),
                              seed=[int(s) for s in seeds], restart=lambda ended: None)
@@ -71,7 +72,8 @@ class VectorRollout:
 
     def tokens(self, model: MATModel) -> Tokens:
         """MAT's inputs for the current observations, with one batched predictor call."""
-        return mat_inputs(self.loop.observation, self.demand, model.hparams.slack_prior, self.device)
+        return mat_inputs(self.loop.observation, self.demand, model.hparams.slack_prior, self.device,
+                          self.switch_cost)
 
     def drain_finished(self) -> list[dict[str, float]]:
         """Episodes completed since the last call: their return and the env's episode metrics."""

@@ -131,16 +131,28 @@ def slack_ranks(observation: Mapping[str, np.ndarray], predicted: np.ndarray) ->
     return ranks.reshape(np.shape(observation["history_len"]))
 
 
-def slack_plans(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
+def slack_plans(observation: Mapping[str, np.ndarray], predicted: np.ndarray,
+                switch_cost: int | None = None) -> np.ndarray:
     """(..., M) float32: the joint action of FM-slack on nodes (:func:`~mara_agents.allocators.slack.node_slack_action`)
-    for each observation with node features, each decided on its own (c as that observation shows it, else
-    unknown: a prior needs no memory)."""
+    for each observation with node features, each decided on its own, with c as ``switch_cost`` gives it (the
+    setting a policy is trained and played in) or, when None, as that observation shows it, else unknown.  A
+    known c matters: with c unknown a running task never moves, where FM-slack, which remembers c, moves the
+    tightest task to a faster node when that pays."""
     rows, estimates = _rows(observation, predicted, ("tasks", "budget", "history_len", "nodes", "slot_nodes"))
-    plans = [node_slack_action(single, estimate, SwitchCost().view(single)) for single, estimate in zip(rows, estimates)]
+    plans = [node_slack_action(single, estimate, _known(switch_cost).view(single))
+             for single, estimate in zip(rows, estimates)]
     return np.asarray(plans, dtype=np.float32).reshape(np.shape(observation["nodes"])[:-1])
 
 
-def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, with_slack_ranks: bool = False) -> Tokens:
+def _known(switch_cost: int | None) -> SwitchCost:
+    """A switching-cost reader that starts out knowing ``switch_cost`` (None: unknown)."""
+    reader = SwitchCost()
+    reader.seen = switch_cost
+    return reader
+
+
+def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, with_slack_ranks: bool = False,
+                 switch_cost: int | None = None) -> Tokens:
     """Tokens for one observation or a stack of them; ``predicted`` is shaped like ``history_len``.
 
     ``with_slack_ranks`` appends one more column, :func:`slack_ranks`, for a MAT that puts FM-slack's ranking
@@ -178,7 +190,7 @@ def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, w
         slots = np.concatenate([slots, slack_ranks(observation, predicted)[..., None]], axis=-1)
     nodes = node_tokens(observation)
     if with_slack_ranks and nodes is not None:
-        nodes = np.concatenate([nodes, slack_plans(observation, predicted)[..., None]], axis=-1)
+        nodes = np.concatenate([nodes, slack_plans(observation, predicted, switch_cost)[..., None]], axis=-1)
     return Tokens(slots.astype(np.float32), glob, present, nodes)
 
 
@@ -207,8 +219,8 @@ def node_tokens(observation: Mapping[str, np.ndarray]) -> np.ndarray | None:
 
 
 def mat_inputs(observation: Mapping[str, np.ndarray], demand: Demand, with_slack_ranks: bool,
-               device: torch.device | str) -> Tokens:
+               device: torch.device | str, switch_cost: int | None = None) -> Tokens:
     """MAT's inputs for a stack of N observations: the demand stage's estimates (one batched predictor call), the
     tokens, as tensors on ``device``.  The one path from observation to policy: evaluation, PPO rollouts and
     imitation all take it."""
-    return build_tokens(observation, demand(observation), with_slack_ranks).to(device)
+    return build_tokens(observation, demand(observation), with_slack_ranks, switch_cost).to(device)

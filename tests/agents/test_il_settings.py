@@ -22,7 +22,7 @@ from mara_agents.mat import validation
 from mara_agents.mat.imitation import ExpertRollout, ImitationSettings, LabelledStates
 from mara_agents.mat.model import MATHyperParameters, MATModel, placing_greedy_choice
 from mara_agents.mat.setting import Setting
-from mara_agents.mat.tokens import NUM_NODE_TOKEN_FEATURES, NUM_SLOT_FEATURES, build_tokens
+from mara_agents.mat.tokens import NUM_NODE_TOKEN_FEATURES, NUM_SLOT_FEATURES, build_tokens, slack_plans
 from mara_agents.predictors.demand import Demand, make_demand
 from mara_agents.predictors.wls import WLSPredictor
 from mara_agents.runner import evaluate_workload
@@ -101,6 +101,35 @@ def test_an_untrained_node_token_student_with_the_prior_places_tasks_where_fm_sl
         placed += int(rule[3] > 0 and (rule[:3] == 0).any())  # the fast node serves while a slow one idles
         observation, *_ = env.step(rule)
     assert placed > 0
+
+
+def test_the_prior_plan_moves_a_running_task_to_the_fast_node_when_it_is_told_c():
+    # Every task is running, so the observation does not show c: told c = 0 (the policy's setting), the plan is
+    # FM-slack's, which moves the task to the fast node (12 steps against 3); with c unknown it stays.
+    running = with_nodes(hand_observation([10], [30], nodes=3), speeds=[1, 4, 1], last_node=[1], setup_left=[0])
+    stacked = {key: value[None] for key, value in running.items()}
+    remaining = np.full(stacked["history_len"].shape, 12.0)
+    assert slack_plans(stacked, remaining, switch_cost=0).tolist() == [[0, 1, 0]]
+    assert slack_plans(stacked, remaining).tolist() == [[1, 0, 0]]
+
+
+def test_an_untrained_student_in_its_setting_plays_every_action_fm_slack_plays(bank_dir):
+    speeds = Setting(num_nodes=4, node_speeds=(1, 1, 1, 4), switch_cost=0)  # c = 0: moving pays at once
+    torch.manual_seed(0)
+    demand = Demand(WLSPredictor())
+    student = MATPolicy(MATModel(MATHyperParameters(num_nodes=4, slack_prior=True, slot_features=NUM_SLOT_FEATURES + 2,
+                                                    node_features=NUM_NODE_TOKEN_FEATURES)), demand, setting=speeds)
+    rule = SlackPolicy(demand)  # one rule for the episode: it remembers c once a waiting task shows it
+    env = gym.make("MARA-v0", config=MARAConfig(bank=str(bank_dir), arrival_prob=BUSY, **speeds.options()))
+    observation, _ = env.reset(seed=4)
+    moved = 0
+    for _ in range(120):
+        action = rule.act(observation)
+        assert student.act(observation).tolist() == action.tolist()
+        stacked = {key: value[None] for key, value in observation.items()}
+        moved += int(not np.array_equal(slack_plans(stacked, demand(stacked))[0], action))
+        observation, *_ = env.step(action)
+    assert moved > 0  # steps where c unknown would have placed otherwise
 
 
 def test_dagger_in_a_setting_labels_every_state_with_a_task_with_the_experts_per_node_action(bank_dir):

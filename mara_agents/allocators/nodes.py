@@ -92,13 +92,15 @@ class NodeView:
 
 class SwitchCost:
     """c as the observations show it: read from a slot whose task no node served at the previous step, else
-    the last value seen since :meth:`reset` (the env's c is fixed), else unknown (None)."""
+    the last value seen since :meth:`reset` (the env's c is fixed), else ``known`` — the c of the setting, when
+    the reader is told it (a privileged expert, a policy trained for its setting) — else unknown (None)."""
 
-    def __init__(self) -> None:
-        self.seen: int | None = None
+    def __init__(self, known: int | None = None) -> None:
+        self.known = known
+        self.seen: int | None = known
 
     def reset(self) -> None:
-        self.seen = None
+        self.seen = self.known
 
     def view(self, observation: dict[str, np.ndarray]) -> NodeView:
         """The :class:`NodeView` of an observation with node features."""

@@ -35,7 +35,7 @@ from typing import Any
 
 from curves import checks
 from curves.bank import DEFAULT_BANK
-from mara_agents.config_cli import check_integers, check_range, check_run_files
+from mara_agents.config_cli import changed_settings, check_integers, check_range, check_run_files
 from mara_agents.config_cli import parse_config as parse_dataclass
 from mara_agents.mat.imitation import ImitationSettings
 from mara_agents.mat.model import MATHyperParameters
@@ -341,3 +341,15 @@ def parse_il_config(argv: Sequence[str] | None = None) -> MATILConfig:
     """The command line generated from :class:`MATILConfig`."""
     return parse_dataclass(MATILConfig, argv, "python train.py mat-il",
                            "Train MAT by DAgger from a privileged expert (MAT-IL; not the paper's recipe).")
+
+
+# Fields that may differ when a run is resumed; any other change is refused.  Paths compare by what they name.
+_RESUMABLE_CHANGES = frozenset({"device", "threads", "steps", "resume", "force", "out", "checkpoint_every",
+                                "snapshot_every", "run_dir", "progress", "unverified"})
+_PATHS = frozenset({"fm_checkpoint", "env.bank"})
+
+
+def changed_run_settings(recorded: dict[str, Any], config: RunSettings) -> list[str]:
+    """The settings of ``config`` that differ from a run's recorded config in a way that changes what is
+    trained (the device, ``--out``, the step budget and the like may differ; paths compare by what they name)."""
+    return changed_settings(recorded, config.record(), _RESUMABLE_CHANGES, _PATHS)

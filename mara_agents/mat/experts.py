@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from mara_agents.allocators.nodes import SwitchCost
 from mara_agents.allocators.slack import SlackPolicy
 from mara_env.gym_env import MARAEnv
 from mara_env.vector_env import MARAVectorEnv
@@ -75,13 +76,7 @@ class PrivilegedSlackExpert(SlackPolicy):
 
     def __init__(self, switch_cost: int | None = None) -> None:
         self.demand = None  # no predictor: the demand is read from the privileged observation
-        self.known_switch_cost = switch_cost
-        self.switch.seen = switch_cost
-
-    def reset(self) -> None:
-        """Forget what was seen, but not a switching cost the expert was given."""
-        super().reset()
-        self.switch.seen = self.known_switch_cost
+        self._switch = SwitchCost(switch_cost)  # reset() keeps a cost the expert was given
 
     def act_batch(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
         """Actions (N, M); each observation must carry ``true_remaining`` (:class:`PrivilegedObservation`)."""

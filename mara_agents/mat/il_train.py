@@ -32,11 +32,10 @@ from torch.utils.tensorboard import SummaryWriter
 
 from curves.bank import atomic_write_json
 from mara_agents.mat.checkpoint import export_policy
-from mara_agents.mat.config import MATILConfig, parse_il_config, with_defaults
+from mara_agents.mat.config import MATILConfig, changed_run_settings, parse_il_config, with_defaults
 from mara_agents.mat.imitation import ExpertRollout, LabelledStates, environment_configs, fit
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.train import (TrainResult, changed_run_settings, start_torch, training_manifest,
-                                   validation_workloads)
+from mara_agents.mat.train import TrainResult, record_score, start_torch, training_manifest, validation_workloads
 from mara_agents.mat.validation import validation_score
 from mara_agents.predictors.demand import make_demand
 
@@ -71,6 +70,15 @@ def prepare_run(config: MATILConfig) -> Path:
     return run
 
 
+def keep_if_best(config: MATILConfig, model: MATModel, validation: list[tuple[int, float]], step: int,
+                 started: float, score: float) -> None:
+    """The checkpoint rule: record the student's validation score and export it when it is the best so far."""
+    if record_score(validation, step, score):
+        export_policy(config.out_path, model, config.predictor, training_manifest(
+            config, model, step, time.perf_counter() - started, validation, paper_recipe=False, recipe=RECIPE),
+            config.setting)
+
+
 def train_il(config: MATILConfig) -> TrainResult:
     """Run the MAT-IL recipe; returns where the selected policy was exported and the training cost (a run
     that already finished in the run directory is not trained again: its recorded result is returned)."""
@@ -96,18 +104,9 @@ def train_il(config: MATILConfig) -> TrainResult:
     data = LabelledStates()
     vector_steps = math.ceil(settings.round_steps / config.num_envs)
     step, collect_seconds, validation = 0, 0.0, []
-
-    def keep_if_best(score: float) -> None:
-        """The checkpoint rule: export the student when its validation score is the best so far."""
-        best = max((s for _, s in validation), default=-1.0)
-        validation.append((step, score))
-        if score > best:
-            export_policy(config.out_path, model, config.predictor, training_manifest(
-                config, model, step, time.perf_counter() - started, validation, paper_recipe=False, recipe=RECIPE),
-                config.setting)
-
-    if settings.start_candidate:
-        keep_if_best(validation_score(model, demand.predictor, workloads, config.bank, **config.setting.options()))
+    if settings.start_candidate:  # the untrained student is a candidate too
+        keep_if_best(config, model, validation, step, started,
+                     validation_score(model, demand.predictor, workloads, config.bank, **config.setting.options()))
     for round_index in range(settings.rounds):
         beta = settings.beta_decay ** round_index
         tick = time.perf_counter()
@@ -120,7 +119,7 @@ def train_il(config: MATILConfig) -> TrainResult:
         score = validation_score(model, demand.predictor, workloads, config.bank, **config.setting.options())
         stats.update(beta=beta, states=len(data), fit_seconds=fitted - collected)
         log_round(writer, config, round_index, step, stats, rollout.drain_finished(), score, collected - tick)
-        keep_if_best(score)
+        keep_if_best(config, model, validation, step, started, score)
     writer.close()
     seconds = time.perf_counter() - started
     result = TrainResult(config.out_path, step, seconds, step / collect_seconds if collect_seconds else float("nan"))

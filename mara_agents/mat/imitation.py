@@ -133,6 +133,7 @@ class ExpertRollout:
                              restart=lambda ended: {"episode": self._draw(ended)})
         self.demand = demand
         self.device = device
+        self.switch_cost = base.switch_cost  # told to the expert and to the slack prior's plan
         self.expert = PrivilegedSlackExpert(base.switch_cost)
         self.num_nodes = base.num_nodes
         self.placing = base.node_options  # then every state with a task teaches where it runs
@@ -155,7 +156,7 @@ class ExpertRollout:
         contended states (with node options: every state with a task) with the expert's labels to ``data``."""
         def decide(observation: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
             tokens = mat_inputs(observation, self.demand, model.hparams.slack_prior, self.device,
-                                self.expert.known_switch_cost)
+                                self.switch_cost)
             labels = actions = self.labels(observation)
             use_student = rng.random(len(rows)) >= beta
             if use_student.any():

@@ -139,16 +139,9 @@ def slack_plans(observation: Mapping[str, np.ndarray], predicted: np.ndarray,
     known c matters: with c unknown a running task never moves, where FM-slack, which remembers c, moves the
     tightest task to a faster node when that pays."""
     rows, estimates = _rows(observation, predicted, ("tasks", "budget", "history_len", "nodes", "slot_nodes"))
-    plans = [node_slack_action(single, estimate, _known(switch_cost).view(single))
+    plans = [node_slack_action(single, estimate, SwitchCost(switch_cost).view(single))
              for single, estimate in zip(rows, estimates)]
     return np.asarray(plans, dtype=np.float32).reshape(np.shape(observation["nodes"])[:-1])
-
-
-def _known(switch_cost: int | None) -> SwitchCost:
-    """A switching-cost reader that starts out knowing ``switch_cost`` (None: unknown)."""
-    reader = SwitchCost()
-    reader.seen = switch_cost
-    return reader
 
 
 def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, with_slack_ranks: bool = False,

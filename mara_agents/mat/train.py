@@ -10,13 +10,11 @@ What MAT-IL (:mod:`mara_agents.mat.il_train`) shares with it lives here too: :fu
 **Checkpoint rule (fixed before any evaluation).**  Every ``validate_every`` env steps (at the first PPO
 update that crosses a multiple) and after the last update, the greedy policy is scored on the run's
 validation workloads — episodes drawn from the bank's ``val`` curves (:mod:`mara_agents.mat.validation`) —
-and the model with the highest score so far is exported (ties keep the earlier one).  With
-``--start-candidate`` a fine-tuning run (``--init-from``) first scores its starting policy, at step 0, as a
-candidate like the others, so PPO's policy is kept only where it beats the one it started from.  The validation
-workloads are a mixture at the training load and a small stress test (§5.4), weighted equally.  No
-evaluation workload, and no ``test`` curve, is ever looked at.  With ``validate_every = 0`` the final model is
-exported.  The paper fixes its checkpoint at a step instead; ``mara_agents/checkpoints/README.md`` says why we
-do not.
+and the model with the highest score so far is exported (ties keep the earlier one; ``--start-candidate``
+also scores an ``--init-from`` start at step 0).  The validation workloads are a mixture at the training
+load and a small stress test (§5.4), weighted equally.  No evaluation workload, and no ``test`` curve, is ever
+looked at.  With ``validate_every = 0`` the final model is exported.  The paper fixes its checkpoint at a
+step instead; ``mara_agents/checkpoints/README.md`` says why we do not.
 
 **Privileged critic.**  With ``--privileged-critic`` the values come from a separate network that also reads
 each task's true remaining demand (:mod:`mara_agents.mat.critic`); the optimiser trains it with the actor, the
@@ -50,9 +48,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
                                        remove_run_state, save_run_state)
-from mara_agents.config_cli import changed_settings
 from mara_agents.mat.checkpoint import export_policy, load_policy
-from mara_agents.mat.config import MATTrainConfig, RunSettings, upgrade_record
+from mara_agents.mat.config import MATTrainConfig, RunSettings, changed_run_settings, upgrade_record
 from mara_agents.mat.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import Rollout, ValueNorm, gae, ppo_update
@@ -61,17 +58,6 @@ from mara_agents.mat.tokens import Tokens
 from mara_agents.mat.validation import validation_score, validation_workload
 from mara_agents.predictors.demand import Demand, make_demand
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
-
-# Fields that may differ when a run is resumed; any other change is refused.  Paths compare by what they name.
-_RESUMABLE_CHANGES = frozenset({"device", "threads", "steps", "resume", "force", "out", "checkpoint_every",
-                                "snapshot_every", "run_dir", "progress", "unverified"})
-_PATHS = frozenset({"fm_checkpoint", "env.bank"})
-
-
-def changed_run_settings(recorded: dict[str, Any], config: RunSettings) -> list[str]:
-    """The settings of ``config`` that differ from a run's recorded config in a way that changes what is
-    trained (the device, ``--out``, the step budget and the like may differ; paths compare by what they name)."""
-    return changed_settings(recorded, config.record(), _RESUMABLE_CHANGES, _PATHS)
 
 RECENT_EPISODES = 50  # finished training episodes whose mean success rate is logged and recorded
 
@@ -319,6 +305,14 @@ def manifest(config: MATTrainConfig, learner: Learner, progress: Progress, recen
                         if init_from else None))
 
 
+def record_score(validation: list[tuple[int, float]], step: int, score: float) -> bool:
+    """Append ``(step, score)`` to a run's validation scores; True when it is the best so far (the checkpoint
+    rule exports it then; ties keep the earlier one)."""
+    best = max((s for _, s in validation), default=-1.0)
+    validation.append((step, score))
+    return score > best
+
+
 def validate(config: MATTrainConfig, learner: Learner, progress: Progress, demand: Demand, workloads: list[Path],
              recent: deque[dict[str, float]], writer: SummaryWriter) -> None:
     """The checkpoint rule at the current step: score the greedy policy on the validation workloads and
@@ -327,9 +321,7 @@ def validate(config: MATTrainConfig, learner: Learner, progress: Progress, deman
     score = validation_score(learner.model, demand.predictor, workloads, config.bank, **config.setting.options())
     writer.add_scalar("charts/validation_success_rate", score, step)
     print(f"validation at step {step}: success {score:.4f}", flush=True)
-    best = max((s for _, s in progress.validation), default=-1.0)
-    progress.validation.append((step, score))
-    if score > best:
+    if record_score(progress.validation, step, score):
         export_policy(config.out_path, learner.model, config.predictor,
                       manifest(config, learner, progress, recent), config.setting)
         progress.selected = config.out_path.resolve()

@@ -17,8 +17,8 @@ drawn from ``val`` curves with another seed (:data:`CHECK_SEED`), so no run ever
 them.  It prints the mixture success rate, the stress success rate and in how many stress episodes every
 feasible task finished, and lists the others by root and episode so they can be traced: the numbers to decide
 a training change on without looking at a ``test`` curve.  Stress episodes are cheap, so ``--stress-only``
-with many episodes can measure a miss rate of 1 %, which the default 48 episodes cannot.  ``--num-nodes``, ``--node-speeds`` and
-``--switch-cost`` play the check in a setting beyond the paper, the one the checkpoints were trained for.
+with many episodes can resolve miss rates far below what the default 48 episodes can.  ``--num-nodes``,
+``--node-speeds`` and ``--switch-cost`` play the check in a setting beyond the paper, the one the checkpoints were trained for.
 """
 
 from __future__ import annotations

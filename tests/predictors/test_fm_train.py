@@ -16,7 +16,8 @@ import torch
 
 from curves.bank import BankWriter, load_bank
 from mara_agents.predictors.fm import CheckpointError, FMHyperParameters, load_model
-from mara_agents.predictors.train import FMTrainConfig, draw_examples, id_curve_set, main, parse_config, train
+from mara_agents.predictors.fm.examples import draw_examples, id_curve_set
+from mara_agents.predictors.train import FMTrainConfig, main, parse_config, train
 
 
 def tiny_config(bank: Path, tmp: Path, **changes) -> FMTrainConfig:

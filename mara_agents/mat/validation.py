@@ -18,7 +18,8 @@ them.  It prints the mixture success rate, the stress success rate and in how ma
 feasible task finished, and lists the others by root and episode so they can be traced: the numbers to decide
 a training change on without looking at a ``test`` curve.  Stress episodes are cheap, so ``--stress-only``
 with many episodes can resolve miss rates far below what the default 48 episodes can.  ``--num-nodes``,
-``--node-speeds`` and ``--switch-cost`` play the check in a setting beyond the paper, the one the checkpoints were trained for.
+``--node-speeds`` and ``--switch-cost`` play the check in a setting beyond the paper, the one the checkpoints
+were trained for.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 
 The work happens in :mod:`mara_agents.evaluation`; this file is only the entry point.  A bad flag or an
 unusable input file is one line on stderr and exit status 2; SIGINT or SIGTERM stops every worker process and
-exits with status 130 (finished episodes stay cached; see :mod:`mara_agents.interrupt`).
+exits with status 130 (finished episodes stay cached; see :mod:`mara_common.cli`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``evaluate.py`` with ``argv``; returns the exit status (usage errors exit 2 through argparse)."""
     from mara_agents.evaluation.cli import ERRORS, INTERRUPTED
     from mara_agents.evaluation.cli import main as evaluate_main
-    from mara_agents.interrupt import run_command
+    from mara_common.cli import run_command
 
     return run_command(lambda: evaluate_main(argv), ERRORS, INTERRUPTED)
 

@@ -6,7 +6,7 @@ lists every setting; each command line is generated from the stage's settings da
 (:class:`~mara_agents.predictors.train.FMTrainConfig`, :class:`~mara_agents.mat.config.MATTrainConfig`,
 :class:`~mara_agents.mat.config.MATILConfig`), which check every setting — paths included — before any
 training starts.  A bad setting or an unusable file is one line on stderr and exit status 2; SIGINT or SIGTERM
-saves what can be resumed and exits with status 130, saying where (:mod:`mara_agents.interrupt`)."""
+saves what can be resumed and exits with status 130, saying where (:mod:`mara_common.cli`)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Dispatch to the stage's trainer; returns the exit status."""
     from curves.bank import BankError
     from mara_agents.checkpoint_io import CheckpointError
-    from mara_agents.interrupt import run_command
+    from mara_common.cli import run_command
     from mara_env.workload import WorkloadError
 
     args = list(sys.argv[1:] if argv is None else argv)

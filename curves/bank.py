@@ -14,7 +14,7 @@ and the manifest is always written after the arrays it describes.  This module i
 imports it and must never pull in torch.
 
 Here: the loaded bank (:class:`CurveBank`, :func:`load_bank`).  The format and its checks are in
-:mod:`curves.bank_format`, the writer in :mod:`curves.bank_writer` and atomic writes in :mod:`curves.atomic`;
+:mod:`curves.bank_format`, the writer in :mod:`curves.bank_writer` and atomic writes in :mod:`mara_common.atomic`;
 every public name of those is importable from here.
 """
 
@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-from curves.atomic import atomic_write_json, atomic_write_npz, atomic_write_text, read_versioned_json
 from curves.bank_format import (FORMAT, MANIFEST, PENDING, ROLES, SPLITS, VERSION, BankError, CurveRecord,
                                 FamilySpec, cumulative_average, parse_family, parse_record, read_family_npz,
                                 read_manifest, validate_curve)
@@ -36,8 +35,7 @@ from curves.bank_writer import LOCK, BankWriter
 
 # The bank's public names, wherever they are defined: ``from curves.bank import ...`` is the one import users need.
 __all__ = ["BankError", "BankWriter", "CurveBank", "CurveRecord", "DEFAULT_BANK", "FORMAT", "FamilySpec", "LOCK",
-           "MANIFEST", "PENDING", "ROLES", "SPLITS", "VERSION", "atomic_write_json", "atomic_write_npz",
-           "atomic_write_text", "cumulative_average", "load_bank", "read_versioned_json", "validate_curve"]
+           "MANIFEST", "PENDING", "ROLES", "SPLITS", "VERSION", "cumulative_average", "load_bank", "validate_curve"]
 
 DEFAULT_BANK = Path(__file__).resolve().parent / "bank"
 

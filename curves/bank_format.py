@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from curves.atomic import read_versioned_json
+from mara_common.cli import InputError
+
+from mara_common.atomic import read_versioned_json
 
 FORMAT = "mara-curve-bank"
 VERSION = 1
@@ -28,7 +30,7 @@ MANIFEST = "manifest.json"
 PENDING = "pending"  # manifest key: curves whose array is being written
 
 
-class BankError(ValueError):
+class BankError(InputError):
     """A bank file is missing, corrupt or inconsistent; the message names the file and the curve."""
 
 

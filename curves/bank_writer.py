@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from curves.atomic import atomic_write_json, atomic_write_npz
+from mara_common.atomic import atomic_write_json, atomic_write_npz
 from curves.bank_format import (FORMAT, MANIFEST, PENDING, SPLITS, VERSION, BankError, CurveRecord, FamilySpec,
                                 family_body, parse_record, read_manifest, read_npz, validate_curve)
 

@@ -24,10 +24,10 @@ import torch
 from curves.bank import BankWriter
 from curves.calibrate import calibrate_bank
 from curves.catalog import FAMILIES, PAPER, SHIPPED, get_family
-from curves.checks import argparse_type, choice, integer, number
-from curves.cli import Parser, parse, run
+from mara_common.checks import MAX_THREADS, argparse_type, choice, integer, number
+from mara_common.cli import FILE_ERRORS, Parser, parse, run_command
 from curves.data.errors import DataMissingError
-from curves.generate import MAX_THREADS, add_generation_arguments, bank_with_curves, generate
+from curves.generate import add_generation_arguments, bank_with_curves, generate
 
 COUNTS = {"id": {"train": 30, "val": 6, "test": 24}, "ood": {"train": 0, "val": 6, "test": 24}}
 # (split, first, last fraction of the split's count): test in thirds, then val, then train in thirds
@@ -187,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         from curves.ray_build import run_cli
         return run_cli(args, families)
 
-    return run(work, lambda: f"{bank_with_curves(args.bank)} curve(s) in {args.bank}, "
-                             f"{bank_with_curves(args.bank) - before} new; run the same command again to resume")
+    return run_command(work, FILE_ERRORS,
+                       lambda: f"{bank_with_curves(args.bank)} curve(s) in {args.bank}, "
+                               f"{bank_with_curves(args.bank) - before} new; run the same command again to resume")
 
 
 if __name__ == "__main__":

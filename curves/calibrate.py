@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from curves.bank import DEFAULT_BANK, MANIFEST, SPLITS, BankWriter, CurveBank, atomic_write_text, load_bank
-from curves.checks import argparse_type, existing_dir, integer, number, writable_dir, writable_file
-from curves.cli import Parser, parse, run
+from curves.bank import DEFAULT_BANK, MANIFEST, SPLITS, BankWriter, CurveBank, load_bank
+from mara_common.atomic import atomic_write_text
+from mara_common.checks import argparse_type, existing_dir, integer, number, writable_dir, writable_file
+from mara_common.cli import FILE_ERRORS, Parser, parse, run_command
 from curves.feasibility import (best_losses, crossing_regime, early_feasibility, feasibility, median_loss_drop,
                                 per_curve_feasibility)
 from curves.targets import CROSSING, CrossingRule
@@ -286,8 +287,9 @@ def main(argv: list[str] | None = None) -> int:
             write_datasheet(rows, crossing)
         return 0
 
-    return run(work, lambda: "each family's rules are written whole as it is calibrated; run the command again "
-                             "to calibrate the rest")
+    return run_command(work, FILE_ERRORS,
+                       lambda: "each family's rules are written whole as it is calibrated; run the command again "
+                               "to calibrate the rest")
 
 
 if __name__ == "__main__":

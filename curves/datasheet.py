@@ -14,8 +14,8 @@ from pathlib import Path
 from curves.bank import DEFAULT_BANK, load_bank
 from curves.calibrate import DATASHEET, replace_block
 from curves.catalog import FAMILIES, SHIPPED, get_family
-from curves.checks import argparse_type, choice, existing_file, writable_file
-from curves.cli import InputError, Parser, parse, run
+from mara_common.checks import argparse_type, choice, existing_file, writable_file
+from mara_common.cli import InputError, FILE_ERRORS, Parser, parse, run_command
 from curves.data.errors import DataMissingError
 from curves.data.sources import load_source
 from curves.feasibility import new_minimum_batches
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             replace_block(DATASHEET, "<!-- stress:start -->", "<!-- stress:end -->", stress_table())
         return 0
 
-    return run(work, lambda: "the datasheet is rewritten whole or not at all")
+    return run_command(work, FILE_ERRORS, lambda: "the datasheet is rewritten whole or not at all")
 
 
 if __name__ == "__main__":

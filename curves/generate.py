@@ -21,13 +21,13 @@ import torch
 from tqdm import tqdm
 
 from curves.bank import DEFAULT_BANK, MANIFEST, SPLITS, BankWriter, CurveRecord
-from curves.checks import argparse_type, existing_dir, integer, torch_device, writable_dir, writable_file
-from curves.cli import Parser, parse, run
+from mara_common.checks import (MAX_THREADS, argparse_type, existing_dir, integer, torch_device, writable_dir,
+                                 writable_file)
+from mara_common.cli import FILE_ERRORS, Parser, parse, run_command
 from curves.catalog import FAMILIES, PRESETS, Family, get_family
 from curves.recipe import Recipe, draw_recipe
 from curves.recorder import CurveRecorder, declare_keeping_rules, generator_commit
 
-MAX_THREADS = 256  # torch CPU threads; more only adds contention (and memory per thread)
 MAX_LENGTH = 100_000  # batches per curve: far beyond any family's (about 700), far below what exhausts memory
 MAX_INDEX = 100_000  # curve indices a command may ask for
 
@@ -161,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.family}/{args.split}: {made} new curve(s) in {args.bank}", file=sys.stderr)
         return 0
 
-    return run(work, lambda: f"{bank_with_curves(args.bank) - before} new curve(s) saved in {args.bank}; run the "
-                             f"same command again to resume")
+    return run_command(work, FILE_ERRORS,
+                       lambda: f"{bank_with_curves(args.bank) - before} new curve(s) saved in {args.bank}; run the "
+                               f"same command again to resume")
 
 
 if __name__ == "__main__":

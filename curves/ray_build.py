@@ -27,10 +27,10 @@ from curves.bank import BankWriter
 from curves.build_bank import COUNTS, MAX_GPUS, Job, log_calibration, plan
 from curves.calibrate import calibrate_bank
 from curves.catalog import FAMILIES, get_family
-from curves.checks import number
+from mara_common.checks import MAX_THREADS, number
 from curves.data.errors import DataMissingError
-from curves.generate import MAX_THREADS, append_timing, recipe_for, recorder_for, run_recipe
-from curves.ray_support import connect, require_ray
+from curves.generate import append_timing, recipe_for, recorder_for, run_recipe
+from mara_common.ray_support import connect, require_ray
 from curves.recorder import declare_keeping_rules, generator_commit
 
 log = logging.getLogger("curves.ray_build")

@@ -21,10 +21,10 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from curves.atomic import atomic_write_json, atomic_write_npz
+from mara_common.atomic import atomic_write_json, atomic_write_npz
 from curves.bank_format import MANIFEST, ROLES, SPLITS, BankError, CurveRecord, parse_record, read_manifest, read_npz
-from curves.checks import argparse_type, existing_dir, integer, writable_dir
-from curves.cli import Parser, parse, run
+from mara_common.checks import argparse_type, existing_dir, integer, writable_dir
+from mara_common.cli import FILE_ERRORS, Parser, parse, run_command
 
 MAX_COUNT = 100_000  # curves per family and split a subset may ask for
 
@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{held} curves in {args.target}")
         return 0
 
-    return run(work, lambda: f"nothing written to {args.target} (a subset appears whole or not at all)")
+    return run_command(work, FILE_ERRORS,
+                       lambda: f"nothing written to {args.target} (a subset appears whole or not at all)")
 
 
 if __name__ == "__main__":

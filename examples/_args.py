@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from curves import checks
+from mara_common import checks
 
 DEFAULT_LOGDIR = Path(__file__).resolve().parents[1] / "runs"  # gitignored
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding, which SB3 uses, takes no more

@@ -87,7 +87,7 @@ class Checkpoints(BaseCallback):
 
 def save_state(model: Any, path: Path, description: dict[str, Any]) -> None:
     """``model.save`` to ``path`` and ``description`` to the JSON beside it, each through a rename."""
-    from curves.bank import atomic_write_json
+    from mara_common.atomic import atomic_write_json
 
     partial = path.with_name(f".{path.stem}.partial.zip")
     model.save(partial)

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from curves.bank import atomic_write_json
+from mara_common.atomic import atomic_write_json
 
 _PACKAGE = Path(__file__).resolve().parent
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from curves.ray_support import require_ray
+from mara_common.ray_support import require_ray
 from mara_agents import POLICIES, Policy, make_policy
-from mara_agents.interrupt import raise_interrupt
+from mara_common.cli import raise_interrupt
 from mara_env.config import MARAConfig
 from mara_env.live import LiveEpisode, LiveMARAEnv, LiveSettings, LiveTask, replay_mismatches
 from mara_env.live.runner import connect

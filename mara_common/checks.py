@@ -3,11 +3,11 @@
 Each check takes the argument's name and its value and either returns the value in its canonical form or
 raises ``ValueError`` (``TypeError`` for a value of the wrong kind) whose one-line message names the argument
 and the value.  Config dataclasses call them in ``__post_init__``; command lines built from those dataclasses
-(:mod:`mara_agents.config_cli`) turn the error into a usage error with exit status 2, and hand-written parsers
+(:mod:`mara_common.config_cli`) turn the error into a usage error with exit status 2, and hand-written parsers
 wrap a check with :func:`argparse_type`.  Path checks run before any work starts, so a run never trains or
 evaluates for minutes and then fails to write its result.
 
-The module lives in ``curves``, the package every other one imports, so that the curve builder, the
+It lives in :mod:`mara_common`, the bottom layer every package may import, so that the curve builder, the
 environment and the agents all check their inputs the same way.
 """
 
@@ -25,6 +25,10 @@ from typing import Any, TypeVar
 import numpy as np
 
 T = TypeVar("T")
+# Torch CPU threads any setting or flag may ask for.  A fixed bound, not one derived from this machine's cores,
+# so that a setting valid where it was written (a training run's record, a cluster build) is valid everywhere;
+# more threads than cores only add contention.
+MAX_THREADS = 256
 
 
 def integer(name: str, value: object, low: int | None = None, high: int | None = None) -> int:

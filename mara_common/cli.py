@@ -1,11 +1,15 @@
-"""What every ``python -m curves.X`` command shares: one-line usage errors, and the same end on a bad file or
-an interruption.
+"""How every command of the project parses its flags and stops: one-line usage errors, one-line input errors,
+and the same end on SIGINT or SIGTERM.
 
 :class:`Parser` prints a refused flag as one line ``error: ...`` with exit status 2 (``--help`` shows the
 usage); :func:`parse` returns that status instead of raising ``SystemExit``, so ``main(argv)`` can be called
-in-process.  :func:`run` runs a command's work: a bank, workload or data file it cannot use is one line and
-status 2; SIGINT or SIGTERM stops it with status 130 and one line saying what was saved (every bank write is
-atomic, so what is saved is whole).
+in-process.  A command's body runs under :func:`run_command`: SIGTERM is turned into the ``KeyboardInterrupt``
+that SIGINT raises (and SIGINT is made to raise it too, whatever handler an imported library left behind), so
+one ``except KeyboardInterrupt`` (or ``finally``) in the body saves what it can and stops its workers for both
+signals; then the command prints one line saying what was kept and exits with :data:`INTERRUPTED` (128 +
+SIGINT, the shell's status for Ctrl-C).  Errors the command expects from bad input (a file it cannot use, a
+refused setting; :data:`FILE_ERRORS` for commands that only read and write files) are one ``error: ...`` line
+and exit status 2.
 """
 
 from __future__ import annotations
@@ -18,14 +22,15 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from curves.bank import BankError
-from curves.data.errors import DataMissingError
-
 INTERRUPTED = 130
+USAGE_ERROR = 2
 
 
 class InputError(ValueError):
     """A file a command reads cannot be used; the message names the file (and the line, for line formats)."""
+
+
+FILE_ERRORS: tuple[type[BaseException], ...] = (InputError, OSError)  # a file a command cannot read or write
 
 
 class Parser(argparse.ArgumentParser):
@@ -57,24 +62,29 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
         return exc.code if isinstance(exc.code, int) else 2
 
 
-def _interrupt(_signum: int, _frame: object) -> None:
+def raise_interrupt(_signum: int, _frame: object) -> None:
+    """A signal handler that stops the main thread as Ctrl-C does."""
     raise KeyboardInterrupt
 
 
-def run(work: Callable[[], int], saved: Callable[[], str]) -> int:
-    """``work()``'s exit status; a :class:`BankError`, :class:`InputError`, missing data set or failed file
-    operation is ``error: ...`` and status 2,
-    and SIGINT or SIGTERM is ``interrupted: <saved()>`` and status 130."""
+def run_command(body: Callable[[], object], errors: tuple[type[BaseException], ...],
+                interrupted: str | Callable[[], str]) -> int:
+    """Run ``body`` with SIGINT and SIGTERM raising ``KeyboardInterrupt``; returns its exit status (0 when it
+    returns anything but an int), 2 after one of ``errors`` (printed as one line), or 130 after SIGINT or
+    SIGTERM (printing ``interrupted``, or what it returns).  The previous handlers are restored afterwards."""
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
+    previous = ({signum: signal.signal(signum, raise_interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+                if main_thread else {})
     try:
-        return work()
-    except (BankError, DataMissingError, InputError, OSError) as exc:
+        status = body()
+        return status if isinstance(status, int) and not isinstance(status, bool) else 0
+    except errors as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
     except KeyboardInterrupt:
-        print(f"\ninterrupted: {saved()}", file=sys.stderr)
+        message = interrupted() if callable(interrupted) else interrupted
+        print(f"\ninterrupted: {message}", file=sys.stderr)
         return INTERRUPTED
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -21,10 +21,9 @@ import typing
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from curves import checks
+from mara_common import checks
 
 T = TypeVar("T")
-MAX_THREADS = 4 * (os.cpu_count() or 1)  # torch threads a setting may ask for: more only oversubscribe the cores
 _SCALARS = (bool, int, float, str)
 
 
@@ -51,7 +50,7 @@ def check_run_files(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]
     writable run directory and output file, an existing bank directory (None: the shipped one) and input
     checkpoint files (``""``: the default one).  ``ValueError``/``TypeError`` name the setting."""
     checks.torch_device("device", device)
-    checks.integer("threads", threads, 1, MAX_THREADS)
+    checks.integer("threads", threads, 1, checks.MAX_THREADS)
     checks.writable_dir("run_dir", run_dir)
     checks.writable_file("out", out)
     if bank is not None:

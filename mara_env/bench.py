@@ -42,9 +42,9 @@ import gymnasium as gym
 import numpy as np
 
 import mara_env
-from curves.bank import atomic_write_text
-from curves.checks import argparse_type, existing_dir, integer, writable_file
-from curves.cli import Parser
+from mara_common.atomic import atomic_write_text
+from mara_common.checks import argparse_type, existing_dir, integer, writable_file
+from mara_common.cli import Parser
 from mara_env.config import MARAConfig
 from mara_env.features import TASK_FEATURE_INDEX
 

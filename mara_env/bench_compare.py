@@ -21,8 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from curves.checks import argparse_type, existing_dir, integer
-from curves.cli import Parser
+from mara_common.checks import argparse_type, existing_dir, integer
+from mara_common.cli import Parser
 
 THIS_CHECKOUT = Path(__file__).resolve().parents[1]
 # Run in each checkout: the figures as {name: env steps per CPU second}, one JSON line.

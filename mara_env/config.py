@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from curves.checks import boolean, choice, choices, existing_dir, existing_file, integer, number
+from mara_common.checks import boolean, choice, choices, existing_dir, existing_file, integer, number
 
 REWARDS = ("shaped", "sparse")
 CONFLICTS = ("idle", "repair")
@@ -34,7 +34,7 @@ class MARAConfig:
     A bad value raises ``ValueError`` (``TypeError`` for a value of the wrong kind) naming the field, at
     construction, not deep inside a step: ranges, upper bounds that would exhaust memory, and a ``bank`` or
     ``workload`` path that does not exist or is not a directory / a file.  The checks are those of
-    :mod:`curves.checks`, shared by every door of the project.
+    :mod:`mara_common.checks`, shared by every door of the project.
     """
 
     num_nodes: int = 7

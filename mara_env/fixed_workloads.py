@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from curves.bank import DEFAULT_BANK, CurveBank, load_bank
-from curves.checks import argparse_type, existing_dir, integer, writable_dir
-from curves.cli import Parser, parse, run
+from mara_common.checks import argparse_type, existing_dir, integer, writable_dir
+from mara_common.cli import FILE_ERRORS, Parser, parse, run_command
 from mara_env.config import MARAConfig
 from mara_env.tasksets import TASK_SETS
 from mara_env.workload import Workload, save_workload
@@ -110,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
             print(path)
         return 0
 
-    return run(work, lambda: f"each workload file in {args.out} is written whole; run the command again to write "
-                             "them all")
+    return run_command(work, FILE_ERRORS,
+                       lambda: f"each workload file in {args.out} is written whole; run the command again to write "
+                               "them all")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from gymnasium.utils import seeding
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils import wrappers
 
-from curves.checks import choice, integer
+from mara_common.checks import choice, integer
 from mara_env.config import MARAConfig, resolve_config
 from mara_env.features import SlotFeatures
 from mara_env.flat import extra_space, flat_space, flatten_observation, node_one_hot

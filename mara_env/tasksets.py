@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from curves.bank import CurveBank, FamilySpec
-from curves.checks import choice, integer, number
+from mara_common.checks import choice, integer, number
 from curves.targets import CrossingRule, first_crossing
 from mara_env.workload import Episode, WorkloadError
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from curves.bank import CurveBank, atomic_write_json, read_versioned_json
+from curves.bank import CurveBank
+from mara_common.atomic import atomic_write_json, read_versioned_json
 
 FORMAT = "mara-workload"
 VERSION = 1

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBRARY = ("curves", "mara_env", "mara_agents", "train.py", "evaluate.py")
+LIBRARY = ("mara_common", "curves", "mara_env", "mara_agents", "train.py", "evaluate.py")
 MAX_FUNCTION_LINES = 60
 MAX_MEASUREMENT_LINES = 8
 

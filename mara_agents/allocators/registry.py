@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curves import checks
+from mara_common import checks
 from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy, RandomPolicy
 from mara_agents.allocators.third_party import (FORECAST_DIR, exported_policy_name, make_cleanrl_ppo_fm,
                                                 make_maskable_ppo, make_maskable_ppo_fm, shipped_seeds)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from curves.bank import atomic_write_json
+from mara_common.atomic import atomic_write_json
 from mara_env.actions import repair_picks
 from mara_env.features import NUM_GLOBAL_FEATURES, NUM_TASK_FEATURES
 from mara_env.flat import flat_size, flatten_observation

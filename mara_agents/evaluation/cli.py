@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from curves import checks
+from mara_common import checks
 from curves.bank import DEFAULT_BANK, BankError
 from mara_agents.checkpoint_io import CheckpointError, portable_path
 from mara_agents.evaluation.cache import CacheError, ResultCache
@@ -64,7 +64,7 @@ examples:
   python evaluate.py table2 --policy mine=mypkg.mymod:MyPolicy:depth=3,greedy=True
 """
 # What stops an evaluation with one line and exit status 2 (an unusable input file, method or cache), and what
-# an interrupted one says (mara_agents.interrupt.run_command).
+# an interrupted one says (mara_common.cli.run_command).
 ERRORS = (WorkloadError, BankError, MethodError, CheckpointError, CacheError, OSError)
 INTERRUPTED = "finished episodes are cached; run the same command again to resume"
 RESULTS = Path(__file__).resolve().parents[2] / "results"  # the repository's shipped results

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curves import checks
-from curves.bank import atomic_write_text
+from mara_common import checks
+from mara_common.atomic import atomic_write_text
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SHIPPED = Path(__file__).with_name("extension_settings.json")

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from curves.bank import atomic_write_text
+from mara_common.atomic import atomic_write_text
 from mara_agents.evaluation.extension_settings import Setting
 from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.evaluation.harness import Settings, evaluate

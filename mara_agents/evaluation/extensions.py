@@ -27,14 +27,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from curves import checks
-from curves.bank import BankError, atomic_write_text
+from mara_common import checks
+from curves.bank import BankError
+from mara_common.atomic import atomic_write_text
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_agents.checkpoint_io import CheckpointError, bank_checksum
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
 from mara_agents.evaluation.data_curve import check_workloads
 from mara_agents.evaluation.extension_settings import Setting, save_settings
-from mara_agents.interrupt import run_command
+from mara_common.cli import run_command
 from mara_agents.runner import evaluate_workload
 from mara_env.engine import cached_bank, cached_workload
 from mara_env.workload import file_checksum

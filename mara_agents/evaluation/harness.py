@@ -30,7 +30,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from curves import checks
+from mara_common import checks
 from mara_agents.evaluation.cache import ResultCache
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
 from mara_agents.evaluation.families import family_counts, vector_played_families

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mara_agents.evaluation import cli, harness
-from mara_agents.interrupt import run_command
+from mara_common.cli import run_command
 
 _play_unit = harness.run_unit
 # The steps outside the units that may run in processes of their own, timed by :func:`timed_step`.

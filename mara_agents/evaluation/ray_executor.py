@@ -7,8 +7,9 @@ local path's.  Ray runs locally (``ray.init`` with ``jobs`` logical CPUs) unless
 A task whose worker died is retried by Ray; a unit that keeps failing, or raises, stops the evaluation with
 one line naming it.  Ctrl-C or SIGTERM cancels the outstanding tasks, and a Ray that this module started is
 shut down again; a cluster that it only connected to keeps running.  A cluster address is probed first
-(:func:`check_reachable`): an address where nothing answers fails within :data:`curves.ray_support.CONNECT_TIMEOUT_S` with one
-line naming it, instead of Ray retrying its connection for minutes.
+(:func:`check_reachable`): an address where nothing answers fails within
+:data:`mara_common.ray_support.CONNECT_TIMEOUT_S` with one line naming it, instead of Ray retrying its
+connection for minutes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from curves import ray_support
+from mara_common import ray_support
 from mara_agents.evaluation.harness import BOUNDS, Unit, run_unit
 from mara_agents.evaluation.workers import one_thread
 
@@ -43,7 +44,8 @@ def require_ray() -> Any:
 
 
 def check_reachable(address: str) -> None:
-    """:func:`curves.ray_support.check_reachable` with its refusal as :class:`RayEvaluationError` naming ``--ray``."""
+    """:func:`mara_common.ray_support.check_reachable` with its refusal as :class:`RayEvaluationError` naming
+    ``--ray``."""
     try:
         ray_support.check_reachable(address)
     except ConnectionError as exc:
@@ -80,7 +82,7 @@ def run_on_ray(pending: Sequence[Unit], bank: str, num_nodes: int, address: str,
 
 
 def _connect(address: str, num_cpus: int) -> None:
-    """Start or reach Ray (:func:`curves.ray_support.connect`); a failure is one line naming ``--ray``."""
+    """Start or reach Ray (:func:`mara_common.ray_support.connect`); a failure is one line naming ``--ray``."""
     try:
         ray_support.connect(address, num_cpus, "--ray")
     except ConnectionError as exc:

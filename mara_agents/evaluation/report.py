@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from curves.bank import atomic_write_text
+from mara_common.atomic import atomic_write_text
 from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.evaluation.harness import METRICS
 from mara_agents.evaluation.methods import BOUND_LABELS, Availability, spec_for

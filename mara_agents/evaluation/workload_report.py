@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from curves import checks
+from mara_common import checks
 from curves.bank import CurveBank, load_bank
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes, required_batches
 from mara_agents.allocators import make_policy

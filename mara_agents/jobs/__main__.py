@@ -18,9 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from curves.ray_support import require_ray
+from mara_common.ray_support import require_ray
 from mara_agents.allocators.registry import POLICIES
-from mara_agents.interrupt import raise_interrupt
+from mara_common.cli import raise_interrupt
 from mara_agents.jobs.files import JobFileError, load_jobs
 from mara_agents.jobs.schedule import schedule
 from mara_agents.live import writable_folder

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from curves.bank import atomic_write_json
-from curves.ray_support import require_ray
+from mara_common.atomic import atomic_write_json
+from mara_common.ray_support import require_ray
 from mara_agents.jobs.outcome import JobOutcome, ProgressTable, job_outcomes, outcome_table
 from mara_agents.live import latency_rows, play_episode, writable_folder
 from mara_agents.policy import Policy

@@ -34,10 +34,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from curves import checks
-from curves.bank import BankError, atomic_write_text
+from mara_common import checks
+from curves.bank import BankError
+from mara_common.atomic import atomic_write_text
 from mara_agents.checkpoint_io import CheckpointError
-from mara_agents.interrupt import run_command
+from mara_common.cli import run_command
 from mara_agents.mat.config import MATTrainConfig
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.ppo import ValueNorm, gae, ppo_update

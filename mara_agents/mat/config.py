@@ -1,5 +1,5 @@
 """Every setting of MAT training as one dataclass tree; ``python train.py mat`` and ``python train.py mat-il``
-are generated from it (:mod:`mara_agents.config_cli`: the flags are the field names, nested groups included).
+are generated from it (:mod:`mara_common.config_cli`: the flags are the field names, nested groups included).
 
 :class:`RunSettings` holds what both recipes share — seed, predictor, parallel environments, the validation
 workloads of the checkpoint rule, device, paths — and two nested groups, ``env`` (the environment's own
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curves import checks
+from mara_common import checks
 from curves.bank import DEFAULT_BANK
-from mara_agents.config_cli import changed_settings, check_integers, check_range, check_run_files
-from mara_agents.config_cli import parse_config as parse_dataclass
+from mara_common.config_cli import changed_settings, check_integers, check_range, check_run_files
+from mara_common.config_cli import parse_config as parse_dataclass
 from mara_agents.mat.imitation import ImitationSettings
 from mara_agents.mat.model import MATHyperParameters
 from mara_agents.mat.ppo import PPOSettings

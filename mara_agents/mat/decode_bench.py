@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from curves import checks
-from curves.bank import atomic_write_text
+from mara_common import checks
+from mara_common.atomic import atomic_write_text
 from mara_agents.allocators.registry import CHECKPOINT_DIR, ensemble_members
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.ensemble import MATEnsemble

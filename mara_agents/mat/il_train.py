@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
-from curves.bank import atomic_write_json
+from mara_common.atomic import atomic_write_json
 from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.config import MATILConfig, changed_run_settings, parse_il_config, with_defaults
 from mara_agents.mat.imitation import ExpertRollout, LabelledStates, environment_configs, fit

@@ -31,7 +31,7 @@ import torch
 from gymnasium.utils import seeding
 from torch import nn
 
-from mara_agents.config_cli import check_integers
+from mara_common.config_cli import check_integers
 from mara_agents.mat.experts import TRUE_REMAINING, PrivilegedSlackExpert, vector_true_remaining
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.tokens import Tokens, mat_inputs

@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from curves import checks
-from curves.bank import atomic_write_text
+from mara_common import checks
+from mara_common.atomic import atomic_write_text
 from mara_agents.checkpoint_io import CheckpointError, manifest_path
 from mara_agents.evaluation.stats import half_width
-from mara_agents.interrupt import run_command
+from mara_common.cli import run_command
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.setting import Setting
 from mara_agents.mat.validation import validation_score

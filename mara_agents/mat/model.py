@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from curves import checks
+from mara_common import checks
 from mara_agents.mat.masks import node_mask, teacher_forced_masks
 from mara_agents.mat.tokens import NUM_GLOBAL_TOKEN_FEATURES, NUM_SLOT_FEATURES, Tokens
 

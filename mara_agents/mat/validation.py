@@ -33,12 +33,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from curves import checks
+from mara_common import checks
 from curves.bank import DEFAULT_BANK, load_bank
 from mara_agents.allocators.mat import MATPolicy, load_mat_policy
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_agents.checkpoint_io import CheckpointError, bank_checksum
-from mara_agents.config_cli import integer_list
+from mara_common.config_cli import integer_list
 from mara_agents.mat.checkpoint import load_policy
 from mara_agents.mat.ensemble import load_mat_ensemble
 from mara_agents.mat.model import MATModel

@@ -19,11 +19,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from curves import checks
-from curves.bank import DEFAULT_BANK, SPLITS, BankError, CurveBank, atomic_write_text, load_bank
+from mara_common import checks
+from curves.bank import DEFAULT_BANK, SPLITS, BankError, CurveBank, load_bank
+from mara_common.atomic import atomic_write_text
 from mara_agents.checkpoint_io import CheckpointError
-from mara_agents.config_cli import MAX_THREADS
-from mara_agents.interrupt import run_command
+from mara_common.checks import MAX_THREADS
+from mara_common.cli import run_command
 from mara_agents.predictors.base import Predictor
 from mara_agents.predictors.bench import TASK_SETS, QuerySet, build_queries, for_task_set
 from mara_agents.predictors.fm.predictor import load_predictor

@@ -31,12 +31,13 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from curves import checks
-from curves.bank import DEFAULT_BANK, CurveBank, atomic_write_json, load_bank
+from mara_common import checks
+from curves.bank import DEFAULT_BANK, CurveBank, load_bank
+from mara_common.atomic import atomic_write_json
 from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
                                        remove_run_state, save_run_state)
-from mara_agents.config_cli import changed_settings, check_integers, check_run_files
-from mara_agents.config_cli import parse_config as parse_dataclass
+from mara_common.config_cli import changed_settings, check_integers, check_run_files
+from mara_common.config_cli import parse_config as parse_dataclass
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_agents.predictors.fm.examples import (CurveSet, curves_checksum, draw_examples, example_tensors,
                                                flow_matching_objective, id_curve_set, path_noise)

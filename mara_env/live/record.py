@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from curves.bank import BankWriter, CurveRecord, FamilySpec, atomic_write_json, load_bank, read_versioned_json
+from curves.bank import BankWriter, CurveRecord, FamilySpec, load_bank
+from mara_common.atomic import atomic_write_json, read_versioned_json
 from curves.recorder import declare_keeping_rules, generator_commit
 from mara_env.config import MARAConfig
 from mara_env.live.simulator import derive_loss_row, episode_bank

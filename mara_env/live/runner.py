@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from curves.ray_support import connect as ray_connect
+from mara_common.ray_support import connect as ray_connect
 from mara_env.live.jobs import Job, check_jobs, job_step
 from mara_env.live.tasks import LiveTask
 from mara_env.live.worker import train_batch, warm_up
@@ -44,7 +44,7 @@ _Pending = dict[Any, tuple[Any, int, int, LiveTask, int, float]]
 def connect(address: str | None = None, num_cpus: int | None = None) -> None:
     """Ray for the live backend: the cluster at ``address``, or (None) a new local Ray with ``num_cpus``
     logical CPUs; ``ConnectionError`` naming the address within 30 s where nobody answers
-    (:func:`curves.ray_support.connect`)."""
+    (:func:`mara_common.ray_support.connect`)."""
     ray_connect("local" if address is None else address, num_cpus, "live scheduling (MARA-live-v0)")
 
 

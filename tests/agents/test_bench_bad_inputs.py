@@ -23,7 +23,7 @@ from cli_status import exit_status
 from mara_agents import make_policy
 from mara_agents.checkpoint_io import CheckpointError, manifest_path, write_checksum_manifest
 from mara_agents.evaluation import profile, workload_report
-from mara_agents.interrupt import INTERRUPTED, run_command
+from mara_common.cli import INTERRUPTED, run_command
 from mara_agents.mat import bench as mat_bench
 from mara_agents.mat import decode_bench, validation
 from mara_agents.mat.checkpoint import export_policy, load_policy_model

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from curves import checks
+from mara_common import checks
 
 
 @pytest.mark.parametrize("value", [True, 1.0, "3", None])

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curves import checks
+from mara_common import checks
 
 
 def test_the_cpu_device_passes():

@@ -17,7 +17,7 @@ import curves.build_bank as build_bank
 import curves.calibrate as calibrate
 import curves.datasheet as datasheet
 import curves.generate as generate
-from curves.cli import run
+from mara_common.cli import FILE_ERRORS, run_command
 from curves.data.fashion_mnist import DEFAULT_DIR
 from synthetic_bank import build_synthetic_bank
 
@@ -183,7 +183,7 @@ def test_sigterm_during_work_exits_130_with_one_line_saying_what_was_saved(capsy
         return 0
 
     previous = signal.getsignal(signal.SIGTERM)
-    assert run(work, lambda: "3 curve(s) saved in B") == 130
+    assert run_command(work, FILE_ERRORS, lambda: "3 curve(s) saved in B") == 130
     assert capsys.readouterr().err.strip() == "interrupted: 3 curve(s) saved in B"
     assert signal.getsignal(signal.SIGTERM) is previous
 
@@ -227,7 +227,7 @@ def test_an_unreachable_ray_address_fails_at_once_naming_it(address, pattern, tm
 
 
 def test_torch_device_check_accepts_the_cpu_and_names_what_it_refuses():
-    from curves.checks import torch_device
+    from mara_common.checks import torch_device
 
     assert torch_device("--device", "cpu") == "cpu"
     with pytest.raises(TypeError, match="--device must be a device name"):

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from curves import checks
+from mara_common import checks
 from mara_agents.predictors.fm.encoding import HISTORY_FEATURES, STATIC_FEATURES, encode_history
 from mara_agents.predictors.fm.target import BINS, DELTA
 

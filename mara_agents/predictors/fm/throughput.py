@@ -19,11 +19,11 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from curves import checks
+from mara_common import checks
 from curves.bank import DEFAULT_BANK, BankError, load_bank
 from mara_agents.checkpoint_io import CheckpointError
-from mara_agents.config_cli import MAX_THREADS
-from mara_agents.interrupt import run_command
+from mara_common.checks import MAX_THREADS
+from mara_common.cli import run_command
 from mara_agents.predictors.base import PredictorQuery
 from mara_agents.predictors.bench import build_queries
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT, FlowMatchingPredictor, load_predictor

@@ -3,8 +3,8 @@
 (the MAT allocator, stage II); ``python train.py mat-il --seed S`` trains MAT-IL, our imitation recipe for the
 same allocator (not the paper's; ``docs/learned_allocator.md``).  ``python train.py {fm,mat,mat-il} --help``
 lists every setting; each command line is generated from the stage's settings dataclasses
-(:class:`~mara_agents.predictors.train.FMTrainConfig`, :class:`~mara_agents.mat.config.MATTrainConfig`,
-:class:`~mara_agents.mat.config.MATILConfig`), which check every setting — paths included — before any
+(:class:`~mara_agents.predictors.train.FMTrainConfig`, :class:`~mara_agents.training.config.MATTrainConfig`,
+:class:`~mara_agents.training.config.MATILConfig`), which check every setting — paths included — before any
 training starts.  A bad setting or an unusable file is one line on stderr and exit status 2; SIGINT or SIGTERM
 saves what can be resumed and exits with status 130, saying where (:mod:`mara_common.cli`)."""
 
@@ -41,14 +41,14 @@ def _stage(name: str) -> tuple[Callable[[list[str]], Any], Callable[[Any], Any],
         from mara_agents.predictors import train as fm
         return fm.parse_config, fm.train, fm.describe, lambda config: _resume_note(Path(config.run_dir) / "last.pt")
     if name == "mat-il":
-        from mara_agents.mat.config import parse_il_config
-        from mara_agents.mat.il_train import train_il
+        from mara_agents.training.config import parse_il_config
+        from mara_agents.training.il_train import train_il
         return (parse_il_config, train_il, lambda result: (
             f"MAT-IL checkpoint {result.checkpoint} (+ .json manifest); {result.global_step} env steps, "
             f"{result.seconds:.0f} s wall, {result.steps_per_second:.0f} env steps/s while collecting"),
             lambda config: _kept_policy(config.out_path))
-    from mara_agents.mat.config import parse_config
-    from mara_agents.mat.train import train
+    from mara_agents.training.config import parse_config
+    from mara_agents.training.train import train
     return (parse_config, train, lambda result: (
         f"MAT checkpoint {result.checkpoint} (+ .json manifest); {result.global_step} env steps, "
         f"{result.seconds:.0f} s, {result.steps_per_second:.0f} env steps/s"),
@@ -58,7 +58,7 @@ def _stage(name: str) -> tuple[Callable[[list[str]], Any], Callable[[Any], Any],
 def main(argv: Sequence[str] | None = None) -> int:
     """Dispatch to the stage's trainer; returns the exit status."""
     from curves.bank import BankError
-    from mara_agents.checkpoint_io import CheckpointError
+    from mara_agents.play.checkpoints import CheckpointError
     from mara_common.cli import run_command
     from mara_env.workload import WorkloadError
 

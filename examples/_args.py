@@ -60,7 +60,7 @@ forecast = checks.argparse_type(checks.choice, None, str, choices=FORECASTS)
 forecast_kind = checks.argparse_type(checks.choice, None, str, choices=FORECAST_KINDS)
 
 
-BC_EXPERTS = ("slack-fm",)  # experts a learner can clone (FM-slack: mara_agents.behaviour_cloning)
+BC_EXPERTS = ("slack-fm",)  # experts a learner can clone (FM-slack: mara_agents.training.behaviour_cloning)
 bc_expert = checks.argparse_type(checks.choice, None, str, choices=BC_EXPERTS)
 
 
@@ -79,7 +79,7 @@ def forecast_env(parser: argparse.ArgumentParser, predictor: str, kind: str) -> 
         parser.error(f"--forecast-kind {kind} needs --forecast fm, got --forecast {predictor}")
     if predictor == "none":
         return "MARA-v0", {}
-    from mara_agents.forecast_env import ENV_ID  # importing mara_agents registers it
+    from mara_agents.envs.forecast import ENV_ID  # importing mara_agents registers it
 
     return ENV_ID, {"predictor": predictor, "forecast": kind}
 

@@ -194,7 +194,7 @@ def save(agent: Agent, args: Args, env_steps: int, wall: float, checked: list[fl
     ``evaluate.py --policy NAME=mara_agents.allocators.third_party:make_exported_policy:checkpoint=…`` plays with
     no class of this file), each with its manifest, into ``args.out``."""
     from mara_agents.allocators.third_party import exported_policy_name, save_exported_policy
-    from mara_agents.checkpoint_io import atomic_torch_save, write_checksum_manifest
+    from mara_agents.play.checkpoints import atomic_torch_save, write_checksum_manifest
 
     weights = Path(args.out) / f"cleanrl_ppo_seed{args.seed}.pt"
     atomic_torch_save(agent.state_dict(), weights)

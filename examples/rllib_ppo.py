@@ -5,7 +5,7 @@ All seven nodes share one policy. The env gives RLlib what its stock ``ActionMas
 (``conflicts="repair"``, since the parallel env's masks cannot see the other nodes' choices), and splits
 the team reward evenly (``agent_reward="share"``) so that RLlib's episode return — the sum over agents — is
 the team return, counted once. ``--forecast fm`` (or ``wls``) trains on the PettingZoo forecast env
-(:func:`mara_agents.forecast_env.parallel_env`) instead: each node's ``observations`` vector carries the frozen
+(:func:`mara_agents.envs.forecast.parallel_env`) instead: each node's ``observations`` vector carries the frozen
 predictor's per-slot forecast features, computed once per simulator step for all nodes (docs/environment.md,
 "MARA-Forecast-v0"). Each iteration's team return, episode length, losses and sampled steps go
 to TensorBoard in a new ``rllib_ppo_N`` folder under ``--logdir`` (default: the repository's gitignored
@@ -36,7 +36,7 @@ def parallel_env(env_config: dict[str, Any]) -> Any:
     """The PettingZoo parallel env with the three options above: ``mara_env.parallel_env``, or the forecast env
     when ``env_config`` names a ``predictor``."""
     if "predictor" in env_config:
-        from mara_agents import forecast_env
+        from mara_agents.envs import forecast as forecast_env
 
         return forecast_env.parallel_env(**ENV_OPTIONS, **env_config)
     return mara_env.parallel_env(**ENV_OPTIONS, **env_config)

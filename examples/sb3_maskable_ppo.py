@@ -24,7 +24,7 @@ it stopped, so it is not bit-identical to an uninterrupted one. Training curves 
 
 ``--bc-from slack-fm`` warm-starts the policy by behaviour cloning: ``--bc-steps`` env steps of FM-slack's play
 on the same random training episodes (counted in ``--steps``), ``--bc-epochs`` passes of masked log-likelihood
-on its per-node actions (:mod:`mara_agents.behaviour_cloning`), then PPO for the rest of the budget. With
+on its per-node actions (:mod:`mara_agents.training.behaviour_cloning`), then PPO for the rest of the budget. With
 ``--out`` the policy after cloning is also written as ``DIR/bc_maskable_ppo_seed{S}.zip``, and the state after
 cloning is saved before PPO starts, so a resumed run does not clone again.
 
@@ -100,15 +100,15 @@ def clone_expert(model: Any, bc: dict[str, Any], n_envs: int, seed: int, logdir:
     """Warm-start ``model``'s policy by behaviour cloning of ``bc["from"]`` (FM-slack): ``bc["steps"]`` env steps
     of expert play on ``n_envs`` sub-envs of ``MARA-Forecast-v0`` with FM's forecast, seeded like training
     from ``seed`` (the same random train/val-curve episodes; on ``MARA-v0`` the learner sees them without the
-    forecast), then ``bc["epochs"]`` passes of :func:`mara_agents.behaviour_cloning.clone`. The expert's env
+    forecast), then ``bc["epochs"]`` passes of :func:`mara_agents.training.behaviour_cloning.clone`. The expert's env
     steps count toward the budget (``model.num_timesteps``). With ``logdir`` the loss per epoch goes to
     TensorBoard (``bc/loss``, ``bc/agreement``) in a new ``maskable_ppo_seed{S}_N`` folder, which PPO's own
     curves then continue. Returns what the manifest records of it."""
     from stable_baselines3.common.logger import configure
 
-    from mara_agents.behaviour_cloning import clone, collect_expert_play, forecast_start
-    from mara_agents.forecast_env import ENV_ID as FORECAST_ENV_ID
-    from mara_agents.sb3_vec_env import make_sb3_vec_env
+    from mara_agents.training.behaviour_cloning import clone, collect_expert_play, forecast_start
+    from mara_agents.envs.forecast import ENV_ID as FORECAST_ENV_ID
+    from mara_agents.envs.sb3_vec import make_sb3_vec_env
 
     expert_kwargs = {**env_kwargs, "predictor": "fm", "forecast": env_kwargs.get("forecast", "median")}
     expert_envs = make_sb3_vec_env(FORECAST_ENV_ID, n_envs, seed=seed, **ENV_OPTIONS, **expert_kwargs)
@@ -135,7 +135,7 @@ def clone_expert(model: Any, bc: dict[str, Any], n_envs: int, seed: int, logdir:
 def continue_seeded(model: Any, seed: int, n_envs: int, env_id: str, **env_kwargs: Any) -> None:
     """Give ``model`` fresh envs and generators seeded from ``seed`` and the steps it has done, so a run that
     continues (after a resume, or after behaviour cloning) draws episodes it has not seen."""
-    from mara_agents.sb3_vec_env import make_sb3_vec_env
+    from mara_agents.envs.sb3_vec import make_sb3_vec_env
 
     restart_seed = int(np.random.SeedSequence([seed, model.num_timesteps]).generate_state(1)[0])
     model.set_random_seed(restart_seed)
@@ -149,7 +149,7 @@ def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, logdir
     """A MaskablePPO model trained for ``steps`` environment steps on random episodes of ``env_id``; with
     ``logdir``, its training curves go to TensorBoard in a ``maskable_ppo_seed{S}_N`` folder there.
 
-    The ``n_envs`` training envs are one native vector env (:func:`mara_agents.sb3_vec_env.make_sb3_vec_env`):
+    The ``n_envs`` training envs are one native vector env (:func:`mara_agents.envs.sb3_vec.make_sb3_vec_env`):
     sub-env i plays the episodes SB3's ``make_vec_env`` would give it from the same seed, and on
     ``MARA-Forecast-v0`` the predictor runs once per step for all of them. ``net_arch``: the hidden layers of
     the policy and of the value network (SB3's default is 64, 64).
@@ -165,7 +165,7 @@ def train(steps: int, n_envs: int = 4, seed: int = 0, n_steps: int = 512, logdir
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.logger import Logger
 
-    from mara_agents.sb3_vec_env import make_sb3_vec_env
+    from mara_agents.envs.sb3_vec import make_sb3_vec_env
 
     torch.set_num_threads(1)  # small networks: more threads only contend for the cores
     tensorboard = None if logdir is None else str(logdir)

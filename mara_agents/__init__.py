@@ -5,7 +5,7 @@
 through :class:`NodeActor`.  Demand estimates come from :mod:`mara_agents.predictors` (``make_demand``);
 MAT's model and training live in :mod:`mara_agents.mat`; ``evaluate.py`` runs :mod:`mara_agents.evaluation`.
 
-Importing it registers ``MARA-Forecast-v0`` (:mod:`mara_agents.forecast_env`): MARA-v0 with a frozen
+Importing it registers ``MARA-Forecast-v0`` (:mod:`mara_agents.envs.forecast`): MARA-v0 with a frozen
 predictor's forecast in the observation, as a Gymnasium env, a native vector env and PettingZoo envs.
 """
 
@@ -15,17 +15,17 @@ import gymnasium
 import pettingzoo
 
 from mara_agents.allocators import POLICIES, EDFPolicy, FIFOPolicy, Method, RandomPolicy, make_policy
-from mara_agents.policy import NodeActor, Policy
+from mara_agents.play.policy import NodeActor, Policy
 
 __all__ = ["POLICIES", "EDFPolicy", "FIFOPolicy", "Method", "NodeActor", "Policy", "RandomPolicy", "make_policy"]
 
-from mara_agents.forecast_env import ENV_ID as FORECAST_ENV_ID  # noqa: E402
+from mara_agents.envs.forecast import ENV_ID as FORECAST_ENV_ID  # noqa: E402
 
 if FORECAST_ENV_ID not in gymnasium.registry:
-    gymnasium.register(id=FORECAST_ENV_ID, entry_point="mara_agents.forecast_env:ForecastEnv",
-                       vector_entry_point="mara_agents.forecast_env:ForecastVectorEnv")
+    gymnasium.register(id=FORECAST_ENV_ID, entry_point="mara_agents.envs.forecast:ForecastEnv",
+                       vector_entry_point="mara_agents.envs.forecast:ForecastVectorEnv")
 if hasattr(pettingzoo, "register") and hasattr(pettingzoo, "aec_registry"):
     if FORECAST_ENV_ID not in pettingzoo.aec_registry:
-        pettingzoo.register("aec", FORECAST_ENV_ID, "mara_agents.forecast_env:env")
+        pettingzoo.register("aec", FORECAST_ENV_ID, "mara_agents.envs.forecast:env")
     if FORECAST_ENV_ID not in pettingzoo.parallel_registry:
-        pettingzoo.register("parallel", FORECAST_ENV_ID, "mara_agents.forecast_env:parallel_env")
+        pettingzoo.register("parallel", FORECAST_ENV_ID, "mara_agents.envs.forecast:parallel_env")

@@ -37,7 +37,7 @@ from ray.tune.schedulers import TrialScheduler
 
 from curves.bank import FamilySpec
 from mara_agents.jobs.schedule import build_policy
-from mara_agents.policy import Policy
+from mara_agents.play.policy import Policy
 from mara_env.config import MARAConfig
 from mara_env.live.simulator import LiveSimulator
 from mara_env.live.tasks import METRICS, LiveEpisode, LiveTask, tracked

@@ -61,7 +61,7 @@ NUM_SLOT_NODE_FEATURES = len(SLOT_NODE_FEATURES)
 
 class SlotFeatures(Protocol):
     """Extra per-slot features a front end can append to its observation (``slot_features=`` of the Gymnasium,
-    vector and PettingZoo envs; ``mara_agents.forecast_env`` passes a predictor's forecast).
+    vector and PettingZoo envs; ``mara_agents.envs.forecast`` passes a predictor's forecast).
 
     In the ``dict`` format they are the entry ``key`` of shape (K, F); in ``flat`` and ``rllib`` the K × F
     values follow the global features, slot by slot (``mara_env.flat``).

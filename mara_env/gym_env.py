@@ -208,7 +208,7 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """Privileged, for training-time experts and critics only (never a deployed policy's input): (K,)
         float32, the batches each occupied slot's task still needs before its loss reaches ε on the curve the
         simulator replays, 0 for empty slots. The curve ahead of a task is never part of the observation;
-        imitation experts (``mara_agents.mat.experts``) read it here."""
+        imitation experts (``mara_agents.training.experts``) read it here."""
         if not self.frontend.started:
             raise RuntimeError("call reset() before privileged_true_remaining()")
         return self.engine.sim.true_remaining()

@@ -1,8 +1,8 @@
-"""Every allocator behind the :class:`~mara_agents.policy.Policy` protocol, and the one registry of them.
+"""Every allocator behind the :class:`~mara_agents.play.policy.Policy` protocol, and the one registry of them.
 
 * :mod:`~mara_agents.allocators.naive` — FIFO, EDF (the paper's baselines) and uniform random.
 * :mod:`~mara_agents.allocators.lara` — LARA over WLS or FM; :mod:`~mara_agents.allocators.slack` — FM-slack.
-* :mod:`~mara_agents.allocators.mat` — the trained MAT policy (inference only).
+* :mod:`~mara_agents.mat.policy` — the trained MAT policy (inference only).
 * :mod:`~mara_agents.allocators.registry` — :data:`POLICIES` and :func:`make_policy`.
 """
 

@@ -50,11 +50,11 @@ from functools import cache
 
 import numpy as np
 
-from mara_agents.allocators.naive import present_slots, serve_in_order, steps_to_deadline
-from mara_agents.allocators.nodes import RemembersSwitchCost, has_nodes, place
+from mara_agents.rules.nodes import RemembersSwitchCost, has_nodes, place
 from mara_agents.allocators.predictive import PredictiveAllocator
 from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
 from mara_agents.predictors.demand import Demand
+from mara_agents.rules.slots import present_slots, serve_in_order, steps_to_deadline
 
 
 def _must_do(demand: np.ndarray, window: np.ndarray, horizon: np.ndarray, rate: int = 1) -> np.ndarray:
@@ -175,7 +175,7 @@ class LARAPolicy(RemembersSwitchCost, PredictiveAllocator):
         the fast node); the subset is the largest that passes the relaxed test of
         :func:`largest_feasible_subset` on the nodes left after the warm-up reservation (the slowest node).
         Tasks are served as on identical nodes (the reserved warm-up task, the subset, spare warm-up tasks), and
-        :func:`~mara_agents.allocators.nodes.place` puts the subset on the nodes before the warm-up tasks."""
+        :func:`~mara_agents.rules.nodes.place` puts the subset on the nodes before the warm-up tasks."""
         view = self.switch.view(observation)
         num_nodes = view.speed.size
         slots = present_slots(observation)

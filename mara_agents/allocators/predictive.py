@@ -4,7 +4,7 @@ LARA (:mod:`~mara_agents.allocators.lara`) and the slack ranking (:mod:`~mara_ag
 only in how they turn one observation and its slots' estimates into a joint action.  Everything else is
 common and lives here: they are self-contained (each computes the estimates from the raw observation's history
 through its own demand stage, :class:`~mara_agents.predictors.demand.Demand`, so they play the plain Gymnasium
-env, workload files and, via :class:`~mara_agents.policy.NodeActor`, the PettingZoo envs without a wrapper),
+env, workload files and, via :class:`~mara_agents.play.policy.NodeActor`, the PettingZoo envs without a wrapper),
 and ``act_batch`` decides for many episodes with one predictor call, which the evaluation harness uses to play
 workloads in lock-step.
 """

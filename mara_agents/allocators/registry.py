@@ -3,8 +3,8 @@
 Every policy is **self-contained** — a policy that needs demand estimates holds its own demand stage
 (:class:`~mara_agents.predictors.demand.Demand`) and computes them from the raw observation (``history``,
 ``history_len``, ``tasks``, ``budget``) in one batched call per step.  So each returned object is a plain
-:class:`~mara_agents.policy.Policy`: ``mara_agents.runner.evaluate_workload(policy, path)`` needs no
-wrapper, and :class:`~mara_agents.policy.NodeActor` plays it in the PettingZoo AEC and parallel envs.  The
+:class:`~mara_agents.play.policy.Policy`: ``mara_agents.play.lockstep.evaluate_workload(policy, path)`` needs no
+wrapper, and :class:`~mara_agents.play.policy.NodeActor` plays it in the PettingZoo AEC and parallel envs.  The
 evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POLICIES`.
 
 | name          | allocator | predictor | needs                                                     |
@@ -38,7 +38,7 @@ from mara_common import checks
 from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy, RandomPolicy
 from mara_agents.allocators.third_party import (FORECAST_DIR, exported_policy_name, make_cleanrl_ppo_fm,
                                                 make_maskable_ppo, make_maskable_ppo_fm, shipped_seeds)
-from mara_agents.policy import Policy
+from mara_agents.play.policy import Policy
 
 CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
 TRAINING_SEEDS = (0, 1, 2)
@@ -65,7 +65,7 @@ def _mat(name: str) -> Callable[..., Policy]:
     def build(seed: int = 0, checkpoint: str | Path | None = None, device: str = "cpu", sample: bool = False,
               fm_checkpoint: str = "", verify: bool = True) -> Policy:
         """MAT from ``checkpoint`` (default: the shipped one for ``seed``), with the predictor it was trained on."""
-        from mara_agents.allocators.mat import load_mat_policy
+        from mara_agents.mat.policy import load_mat_policy
         return load_mat_policy(checkpoint or mat_checkpoint(name, seed), device=device, sample=sample, seed=seed,
                                fm_checkpoint=fm_checkpoint, verify=verify)
     build.__name__ = f"make_{name.replace('-', '_')}"

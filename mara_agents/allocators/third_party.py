@@ -11,7 +11,7 @@ matching the training env would have applied, so it plays without conflicts.
 The shipped checkpoints, their training budget and the command that made them are in
 ``mara_agents/checkpoints/third_party/`` (one JSON manifest beside each zip).
 
-A model trained on ``MARA-Forecast-v0`` (:mod:`mara_agents.forecast_env`) plays the same way once its manifest
+A model trained on ``MARA-Forecast-v0`` (:mod:`mara_agents.envs.forecast`) plays the same way once its manifest
 names that env and its options (:func:`save_maskable_ppo` writes both): the policy then computes the forecast
 features with the same predictor and appends them as the training env did, so
 ``evaluate.py --policy NAME=mara_agents.allocators.third_party:make_maskable_ppo:checkpoint=PATH.zip`` scores it
@@ -92,7 +92,7 @@ def load_policy_network(checkpoint: Path, device: str) -> Any:
 
 def read_env_settings(checkpoint: Path) -> tuple[str, dict[str, Any]]:
     """(env id, env options) recorded in the manifest beside ``checkpoint``; ``("MARA-v0", {})`` without one."""
-    from mara_agents.checkpoint_io import CheckpointError, manifest_path
+    from mara_agents.play.checkpoints import CheckpointError, manifest_path
 
     manifest = manifest_path(checkpoint)
     if not manifest.is_file():
@@ -113,7 +113,7 @@ def save_maskable_ppo(model: Any, path: str | os.PathLike[str], env_id: str = "M
     ``flat_history``, …) and the zip's SHA-256, both written atomically; returns the zip's path. ``details``
     (training budget, seed, command, …) go into the manifest as well.
     :class:`MaskablePPOPolicy` reads the manifest to play the model as it was trained."""
-    from mara_agents.checkpoint_io import file_sha256, manifest_path
+    from mara_agents.play.checkpoints import file_sha256, manifest_path
 
     path = Path(path)
     if path.suffix != ".zip":
@@ -148,7 +148,7 @@ class FlatNetworkPolicy:
         self.num_nodes, self.num_slots = num_nodes, num_slots
         self.env_id, options = read_env_settings(self.checkpoint)
         self.features = None
-        from mara_agents.forecast_env import ENV_ID as FORECAST_ENV_ID, forecast_features
+        from mara_agents.envs.forecast import ENV_ID as FORECAST_ENV_ID, forecast_features
 
         if self.env_id == FORECAST_ENV_ID:
             self.features = forecast_features(options.get("predictor", "fm"), options.get("forecast", "median"),
@@ -219,7 +219,7 @@ class ExportedPolicy(FlatNetworkPolicy):
         import torch
 
         checkpoint = _verified(checkpoint, self.kind, verify, "`python examples/cleanrl_ppo.py --out DIR`")
-        from mara_agents.checkpoint_io import CheckpointError, manifest_path
+        from mara_agents.play.checkpoints import CheckpointError, manifest_path
 
         try:
             sizes = json.loads(manifest_path(checkpoint).read_text())["sizes"]
@@ -249,7 +249,7 @@ class ExportedPolicy(FlatNetworkPolicy):
 
 def _verified(checkpoint: str | Path, kind: str, verify: bool, train_hint: str) -> Path:
     """``checkpoint`` as a path, refused (naming it) when it is missing or its manifest's SHA-256 differs."""
-    from mara_agents.checkpoint_io import verify_manifest_checksum
+    from mara_agents.play.checkpoints import verify_manifest_checksum
 
     path = Path(checkpoint)
     if not path.is_file():
@@ -266,7 +266,7 @@ def save_exported_policy(program: Any, path: str | os.PathLike[str], env_id: str
     and the file's SHA-256; both written atomically. :class:`ExportedPolicy` plays it."""
     import torch
 
-    from mara_agents.checkpoint_io import write_checksum_manifest
+    from mara_agents.play.checkpoints import write_checksum_manifest
 
     path = Path(path)
     if path.suffix != ".pt2":

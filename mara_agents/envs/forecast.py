@@ -46,10 +46,10 @@ from gymnasium.vector import AutoresetMode
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from mara_agents.allocators.naive import steps_to_deadline
-from mara_agents.allocators.slack import slack_keys
 from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
 from mara_agents.predictors.demand import GENERATION_CAP_FACTOR, PREDICTORS, Demand, make_predictor
+from mara_agents.rules.slack import slack_keys
+from mara_agents.rules.slots import steps_to_deadline
 from mara_env.config import MARAConfig
 from mara_env.features import TASK_FEATURE_INDEX
 from mara_env.gym_env import MARAEnv
@@ -129,7 +129,7 @@ class ForecastFeatures:
         columns = [ready, predicted * per_b, slack * per_b, ready & (slack >= 0),
                    np.where(present, 1.0 - position / num_slots, 0.0), present & (position < self.num_nodes)]
         # FM-slack's joint action: node i serves the i-th slot of its order; with no more tasks than nodes it
-        # serves every slot in slot order instead (mara_agents.allocators.uncontended), which is as good.
+        # serves every slot in slot order instead (mara_agents.rules.uncontended), which is as good.
         contended = present.sum(axis=-1, keepdims=True) > self.num_nodes
         node = np.where(contended, position, np.cumsum(present, axis=-1) - 1)
         columns += [present & (node == j) for j in range(self.num_nodes)]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mara_common import checks
 from curves.bank import DEFAULT_BANK, BankError
-from mara_agents.checkpoint_io import CheckpointError, portable_path
+from mara_agents.play.checkpoints import CheckpointError, portable_path
 from mara_agents.evaluation.cache import CacheError, ResultCache
 from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
 from mara_agents.evaluation.extension_settings import SHIPPED, load_settings

@@ -33,13 +33,13 @@ from mara_common import checks
 from curves.bank import BankError, load_bank
 from mara_common.atomic import atomic_write_text
 from mara_agents.allocators.registry import make_policy
-from mara_agents.checkpoint_io import CheckpointError, bank_checksum
+from mara_agents.play.checkpoints import CheckpointError, bank_checksum
 from mara_agents.evaluation.stats import half_width
 from mara_common.cli import run_command
-from mara_agents.mat.validation import CHECK_SEED, validation_workload
+from mara_agents.training.validation import CHECK_SEED, validation_workload
 from mara_agents.predictors.curve_scores import score
 from mara_agents.predictors.fm.predictor import load_predictor
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 Every candidate of the rule (:data:`CANDIDATES`: node speeds that keep the default's 7 batches per step on
 fewer nodes, and switching costs on the default 7 unit nodes), and the default for reference, is played on
 the ID task set's check workloads (``val`` curves drawn with
-:data:`~mara_agents.mat.validation.CHECK_SEED`, as ``python -m mara_agents.mat.validation`` draws them): FIFO,
+:data:`~mara_agents.training.validation.CHECK_SEED`, as ``python -m mara_agents.training.validation`` draws them): FIFO,
 EDF, LARA over FM, FM-slack and the Clairvoyant bound, at each load.  :func:`choose` then applies the rule per
 kind, and the chosen settings — the speeds, the switching cost, and both together — are written as a settings
 file (:mod:`mara_agents.evaluation.extension_settings`).
@@ -31,12 +31,12 @@ from mara_common import checks
 from curves.bank import BankError
 from mara_common.atomic import atomic_write_text
 from mara_agents.allocators.registry import POLICIES, make_policy
-from mara_agents.checkpoint_io import CheckpointError, bank_checksum
+from mara_agents.play.checkpoints import CheckpointError, bank_checksum
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
 from mara_agents.evaluation.data_curve import check_workloads
 from mara_agents.evaluation.extension_settings import Setting, save_settings
 from mara_common.cli import run_command
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 from mara_env.engine import cached_bank, cached_workload
 from mara_env.workload import file_checksum
 
@@ -204,9 +204,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         type=checks.argparse_type(checks.number, None, float, low=0.0, high=1.0, low_open=True),
                         help="arrival probabilities (default 0.04 0.07; the rule reads 0.04)")
     select.add_argument("--roots", type=checks.argparse_type(checks.integer, None, int, low=1), default=4,
-                        help="roots of each check workload (default 4, as mara_agents.mat.validation)")
+                        help="roots of each check workload (default 4, as mara_agents.training.validation)")
     select.add_argument("--episodes", type=checks.argparse_type(checks.integer, None, int, low=1), default=12,
-                        help="episodes per root (default 12, as mara_agents.mat.validation)")
+                        help="episodes per root (default 12, as mara_agents.training.validation)")
     select.add_argument("--threads", type=checks.argparse_type(checks.integer, None, int, low=1), default=1)
     args = parser.parse_args(argv)
     if RULE_LOAD not in args.loads:

@@ -1,11 +1,11 @@
 """Run methods (and the bounds) on the fixed workloads: plan the work, reuse the cache, fan out to processes.
 
 The unit of work is one method run (method, training seed) on a list of episodes, played side by side on the
-native vector env by the one play loop (:func:`~mara_agents.runner.play_episodes`); the unit of caching is one
+native vector env by the one play loop (:func:`~mara_agents.play.lockstep.play_episodes`); the unit of caching is one
 episode.  Every episode is played with a fresh copy of the policy (see :mod:`~mara_agents.evaluation.methods`),
 so its result does not depend on which process played it, beside which episodes or in which order — a
 parallel run, a serial run and a resumed run give the same numbers bit for bit.  A policy that offers
-``act_batch`` (see :func:`~mara_agents.policy.is_batched`) instead decides for all of a unit's episodes —
+``act_batch`` (see :func:`~mara_agents.play.policy.is_batched`) instead decides for all of a unit's episodes —
 up to :data:`LOCKSTEP_BATCH`, across roots, loads and task sets — in one call per step, which amortises a
 neural policy's per-call overhead (its results equal the episode-by-episode ones up to floating-point effects
 of batching, so its units are always cut the same way).
@@ -39,7 +39,7 @@ from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, M
                                            is_batched, is_import_path, probe, spec_for)
 from mara_agents.evaluation.workers import one_thread, worker_pool
 from mara_agents.predictors.shared import SHARED
-from mara_agents.runner import play_episodes
+from mara_agents.play.lockstep import play_episodes
 from mara_env.config import MARAConfig
 from mara_env.engine import cached_bank, cached_workload
 from mara_env.fixed_workloads import workload_path
@@ -160,7 +160,7 @@ def bounds_key(target: Target, bank: Path, num_nodes: int, env: tuple[tuple[str,
 # ---------------------------------------------------------------------------------------------- workers
 def play_unit(method: str, seed: int | None, targets: Sequence[Target], bank: str,
               env: tuple[tuple[str, Any], ...] = ()) -> list[dict[str, Any]]:
-    """Play the episodes side by side on the native vector env (:func:`~mara_agents.runner.play_episodes`): a
+    """Play the episodes side by side on the native vector env (:func:`~mara_agents.play.lockstep.play_episodes`): a
     batched policy decides for all of them in one call per step, any other policy plays each episode as a
     fresh copy of its own.  Each row holds the episode metrics and the per-family outcomes (``families``).  A
     user's policy has its actions checked (:func:`~mara_agents.evaluation.methods.checked`).  ``env`` holds the

@@ -26,7 +26,7 @@ import numpy as np
 
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_agents.evaluation.fingerprint import policy_fingerprint
-from mara_agents.policy import Policy, is_batched
+from mara_agents.play.policy import Policy, is_batched
 
 # The bounds are computed from the workload, not played; they appear beside the methods in every table.
 ORACLE, CLAIRVOYANT = "oracle", "clairvoyant"

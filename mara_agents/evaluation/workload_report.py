@@ -21,7 +21,7 @@ from mara_common import checks
 from curves.bank import CurveBank, load_bank
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes, required_batches
 from mara_agents.allocators import make_policy
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 from mara_env.config import MARAConfig
 from mara_env.fixed_workloads import EVAL_LOADS, EVAL_TASK_SETS, WORKLOAD_DIR, workload_path
 from mara_env.workload import load_workload

@@ -27,7 +27,7 @@ from mara_common.atomic import atomic_write_json
 from mara_common.ray_support import require_ray
 from mara_agents.jobs.outcome import JobOutcome, ProgressTable, job_outcomes, outcome_table
 from mara_agents.live import latency_rows, play_episode, writable_folder
-from mara_agents.policy import Policy
+from mara_agents.play.policy import Policy
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_env.config import MARAConfig
 from mara_env.live import LiveMARAEnv, LiveSettings, replay_mismatches

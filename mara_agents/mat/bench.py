@@ -37,13 +37,13 @@ import torch
 from mara_common import checks
 from curves.bank import BankError
 from mara_common.atomic import atomic_write_text
-from mara_agents.checkpoint_io import CheckpointError
+from mara_agents.play.checkpoints import CheckpointError
 from mara_common.cli import run_command
-from mara_agents.mat.config import MATTrainConfig
+from mara_agents.training.config import MATTrainConfig
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.ppo import ValueNorm, gae, ppo_update
-from mara_agents.mat.rollout import VECTORIZATION_MODES, VectorRollout
-from mara_agents.mat.train import flatten
+from mara_agents.training.ppo import ValueNorm, gae, ppo_update
+from mara_agents.training.rollout import VECTORIZATION_MODES, VectorRollout
+from mara_agents.training.train import flatten
 from mara_agents.predictors.demand import PREDICTORS, make_demand
 
 

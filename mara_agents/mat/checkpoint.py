@@ -1,5 +1,5 @@
 """MAT policy files: the small exported policy (+ JSON manifest), written by training and read by
-:mod:`mara_agents.allocators.mat`.  Writes are atomic and reads verified (:mod:`mara_agents.checkpoint_io`).
+:mod:`mara_agents.mat.policy`.  Writes are atomic and reads verified (:mod:`mara_agents.play.checkpoints`).
 
 A file records the setting its policy was trained for (:class:`~mara_agents.mat.setting.Setting`).  Files
 written before it did read as follows: a model without node tokens was trained with identical nodes and no
@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from mara_agents.checkpoint_io import (CheckpointError, atomic_torch_save, manifest_path, read_checkpoint,
+from mara_agents.play.checkpoints import (CheckpointError, atomic_torch_save, manifest_path, read_checkpoint,
                                        write_checksum_manifest)
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.setting import Setting

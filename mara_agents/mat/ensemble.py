@@ -19,7 +19,7 @@ Each member encodes on its own; the decoder rows of all members run together ove
 stacked weights are a copy taken when the ensemble is built: change a member afterwards and build it again.
 
 Use it anywhere a MAT policy goes: ``load_mat_ensemble([a.pt, b.pt, c.pt])`` returns a
-:class:`~mara_agents.allocators.mat.MATPolicy`; ``evaluate.py --policy`` takes it as
+:class:`~mara_agents.mat.policy.MATPolicy`; ``evaluate.py --policy`` takes it as
 ``NAME=mara_agents.mat.ensemble:load_mat_ensemble:paths=a.pt+b.pt+c.pt``.
 """
 
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from mara_agents.allocators.mat import MATPolicy
+from mara_agents.mat.policy import MATPolicy
 from mara_agents.mat.checkpoint import load_policy
 from mara_agents.mat.grouped import GroupedNodeDecoder, StackedDecoderWeights
 from mara_agents.mat.model import MATModel, NodeDecoder, decode_nodes, greedy_rule
@@ -74,7 +74,7 @@ class MATEnsemble(nn.Module):
 
 def load_mat_ensemble(paths: Sequence[str | os.PathLike[str]] | str, device: str = "cpu",
                       fm_checkpoint: str = "", verify: bool = True) -> MATPolicy:
-    """A :class:`~mara_agents.allocators.mat.MATPolicy` over the exported checkpoints ``paths`` (a sequence, or
+    """A :class:`~mara_agents.mat.policy.MATPolicy` over the exported checkpoints ``paths`` (a sequence, or
     one string joined by ``+`` as ``evaluate.py --policy`` passes it); they must share their predictor and
     their setting."""
     paths = paths.split("+") if isinstance(paths, str) else list(paths)

@@ -28,12 +28,12 @@ import torch
 
 from mara_common import checks
 from mara_common.atomic import atomic_write_text
-from mara_agents.checkpoint_io import CheckpointError, manifest_path
+from mara_agents.play.checkpoints import CheckpointError, manifest_path
 from mara_agents.evaluation.stats import half_width
 from mara_common.cli import run_command
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.setting import Setting
-from mara_agents.mat.validation import validation_score
+from mara_agents.training.validation import validation_score
 from mara_agents.predictors.demand import make_demand
 
 FIELDS = ("method", "seed", "run", "step", "score")

@@ -1,9 +1,9 @@
-"""The trained MAT allocator behind the :class:`~mara_agents.policy.Policy` protocol (inference only).
+"""The trained MAT allocator behind the :class:`~mara_agents.play.policy.Policy` protocol (inference only).
 
 Self-contained: the policy holds the demand stage of the predictor it was trained on and computes the
 remaining-batch estimates from the raw observation's history itself (one batched call per step, as in
 training, through :func:`~mara_agents.mat.tokens.mat_inputs`), so it plays the plain Gymnasium env,
-``mara_agents.runner.evaluate_workload`` and the PettingZoo envs through :class:`~mara_agents.policy.NodeActor`
+``mara_agents.play.lockstep.evaluate_workload`` and the PettingZoo envs through :class:`~mara_agents.play.policy.NodeActor`
 with no wrapper.  Any ``predicted_remaining`` already in
 the observation is ignored, so the checkpoint alone decides which predictor is used.
 
@@ -14,13 +14,13 @@ and refuses, naming the checkpoint and both settings, as far as the observation 
 tokens and no manifest) is not checked.
 
 ``act_batch`` acts for many observations at once; the evaluation harness uses it to play all episodes of a
-workload file in lock-step (:mod:`mara_agents.runner`).
+workload file in lock-step (:mod:`mara_agents.play.lockstep`).
 
 Evaluation decodes **greedily** by default, so it is deterministic: in node order, each node takes its most
 likely legal slot and idles only when no occupied slot is left (work-conserving; see
 :meth:`~mara_agents.mat.model.MATModel.act` for why).  So only the contended observations (more tasks than
 nodes) go through the predictor and the network; the others serve every task
-(:mod:`~mara_agents.allocators.uncontended`).  ``sample=True`` samples from the policy with a seeded generator
+(:mod:`~mara_agents.rules.uncontended`).  ``sample=True`` samples from the policy with a seeded generator
 instead, idle included, for every observation.  Nothing here imports training code.
 """
 
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mara_agents.allocators.uncontended import decide_contended
+from mara_agents.rules.uncontended import decide_contended
 from mara_agents.mat.checkpoint import load_policy
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.setting import Setting

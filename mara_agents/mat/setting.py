@@ -6,7 +6,7 @@ learned what its speeds and c are worth.  So exported policy files record their 
 (:mod:`~mara_agents.mat.checkpoint`), ``train.py mat --init-from`` refuses a start trained in another setting,
 an ensemble refuses members of different settings (:mod:`~mara_agents.mat.ensemble`), and a policy refuses an
 observation whose env is of another setting (:meth:`Setting.contradiction`,
-:class:`~mara_agents.allocators.mat.MATPolicy`), each with one line naming both settings.
+:class:`~mara_agents.mat.policy.MATPolicy`), each with one line naming both settings.
 """
 
 from __future__ import annotations

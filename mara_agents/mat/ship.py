@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 
 from mara_common.atomic import atomic_write_bytes, atomic_write_json
 from curves.bank import DEFAULT_BANK
-from mara_agents.checkpoint_io import REPOSITORY, bank_checksum, file_sha256, manifest_path, portable_path
+from mara_agents.play.checkpoints import REPOSITORY, bank_checksum, file_sha256, manifest_path, portable_path
 from mara_common.cli import run_command
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
 

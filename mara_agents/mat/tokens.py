@@ -23,10 +23,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from mara_agents.allocators.nodes import SwitchCost
-from mara_agents.allocators.slack import node_slack_action, slack_order
+from mara_agents.rules.nodes import SwitchCost
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_agents.predictors.demand import Demand
+from mara_agents.rules.slack import node_slack_action, slack_order
 from mara_env.config import MARAConfig
 from mara_env.features import NODE_FEATURE_INDEX, NUM_GLOBAL_FEATURES, SLOT_NODE_FEATURE_INDEX, TASK_FEATURE_INDEX
 
@@ -122,7 +122,7 @@ def _rows(observation: Mapping[str, np.ndarray], predicted: np.ndarray,
 
 def slack_ranks(observation: Mapping[str, np.ndarray], predicted: np.ndarray) -> np.ndarray:
     """(..., K) float32: each slot's position in FM-slack's serving order (0 = served first,
-    :func:`~mara_agents.allocators.slack.slack_order`); empty slots read K."""
+    :func:`~mara_agents.rules.slack.slack_order`); empty slots read K."""
     rows, estimates = _rows(observation, predicted, ("tasks", "budget", "history_len"))
     ranks = np.full(estimates.shape, estimates.shape[1], dtype=np.float32)
     for row, (single, estimate) in enumerate(zip(rows, estimates)):
@@ -133,7 +133,7 @@ def slack_ranks(observation: Mapping[str, np.ndarray], predicted: np.ndarray) ->
 
 def slack_plans(observation: Mapping[str, np.ndarray], predicted: np.ndarray,
                 switch_cost: int | None = None) -> np.ndarray:
-    """(..., M) float32: the joint action of FM-slack on nodes (:func:`~mara_agents.allocators.slack.node_slack_action`)
+    """(..., M) float32: the joint action of FM-slack on nodes (:func:`~mara_agents.rules.slack.node_slack_action`)
     for each observation with node features, each decided on its own, with c as ``switch_cost`` gives it (the
     setting a policy is trained and played in) or, when None, as that observation shows it, else unknown.  A
     known c matters: with c unknown a running task never moves, where FM-slack, which remembers c, moves the

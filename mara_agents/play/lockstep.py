@@ -1,7 +1,7 @@
 """The one play loop: N episodes on a MARA vector env, stepped together, one decision per step for all of them.
 
 Evaluation (:mod:`~mara_agents.evaluation.harness`), :func:`evaluate_workload` (and so checkpoint validation),
-DAgger's data collection (:mod:`~mara_agents.mat.imitation`) and PPO's rollouts (:mod:`~mara_agents.mat.rollout`)
+DAgger's data collection (:mod:`~mara_agents.training.imitation`) and PPO's rollouts (:mod:`~mara_agents.training.rollout`)
 all play through :class:`Lockstep`.  Each step it asks ``decide(observation, rows)`` for the joint actions of
 the sub-envs ``rows`` whose episodes it plays, steps the vector env once, adds the rewards to each episode's
 return and, for every episode that ended, makes its row: the env's episode metrics, the undiscounted
@@ -27,7 +27,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 import mara_env  # noqa: F401  (registers MARA-v0)
-from mara_agents.policy import Policy, is_batched
+from mara_agents.play.policy import Policy, is_batched
 from mara_env.config import MARAConfig
 from mara_env.engine import load_sources
 from mara_env.simulator import oracle_successes
@@ -129,7 +129,7 @@ def play_episodes(policies: Policy | Sequence[Policy], episodes: Sequence[Episod
                   on_end: OnEnd | None = None, **env_kwargs: Any) -> list[dict[str, Any]]:
     """Play the episodes side by side, one per sub-env, and return their rows in the order given.
 
-    ``policies`` is one batched policy (:func:`~mara_agents.policy.is_batched`), which decides for all
+    ``policies`` is one batched policy (:func:`~mara_agents.play.policy.is_batched`), which decides for all
     running episodes in one call per step, or one policy per episode.  Each is ``reset()`` first.  Episodes
     are ``Episode`` objects, or indices into the ``workload`` file named in ``env_kwargs``.
     """

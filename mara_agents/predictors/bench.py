@@ -40,7 +40,7 @@ import torch
 
 from mara_common import checks
 from curves.bank import DEFAULT_BANK, BankError, CurveBank, FamilySpec, load_bank
-from mara_agents.checkpoint_io import CheckpointError
+from mara_agents.play.checkpoints import CheckpointError
 from mara_common.checks import MAX_THREADS
 from mara_common.cli import run_command
 from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor, PredictorQuery

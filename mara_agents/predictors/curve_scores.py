@@ -22,7 +22,7 @@ import torch
 from mara_common import checks
 from curves.bank import DEFAULT_BANK, SPLITS, BankError, CurveBank, load_bank
 from mara_common.atomic import atomic_write_text
-from mara_agents.checkpoint_io import CheckpointError
+from mara_agents.play.checkpoints import CheckpointError
 from mara_common.checks import MAX_THREADS
 from mara_common.cli import run_command
 from mara_agents.predictors.base import Predictor

@@ -34,7 +34,7 @@ from tqdm import tqdm
 from mara_common import checks
 from curves.bank import DEFAULT_BANK, CurveBank, load_bank
 from mara_common.atomic import atomic_write_json
-from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
+from mara_agents.play.checkpoints import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
                                        remove_run_state, save_run_state)
 from mara_common.config_cli import changed_settings, check_integers, check_run_files
 from mara_common.config_cli import parse_config as parse_dataclass

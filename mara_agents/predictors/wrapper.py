@@ -7,7 +7,7 @@ Each wrapper takes a predictor or a :class:`~mara_agents.predictors.demand.Deman
 demand stage as the allocators.
 
 They need the ``dict`` observation. For the ``flat`` and ``rllib`` formats, and for features a learner can use
-directly (slack, feasibility, FM-slack's ranking), use ``MARA-Forecast-v0`` (:mod:`mara_agents.forecast_env`).
+directly (slack, feasibility, FM-slack's ranking), use ``MARA-Forecast-v0`` (:mod:`mara_agents.envs.forecast`).
 
 For PettingZoo, :class:`PredictedRemainingAEC` and :class:`PredictedRemainingParallel` add the same key to
 every node's ``observation`` entry; the per-slot arrays are shared by all nodes of a step, so they too make

@@ -3,7 +3,7 @@
 A work-conserving allocator serves as many occupied slots as it has nodes.  When a step holds at most M
 tasks, every one of them is served whatever the allocator's ranking says, and the simulator treats nodes alike
 (which node serves which task changes nothing), so the joint action that serves each occupied slot in slot
-order is as good as the allocator's own.  The greedy MAT (:mod:`~mara_agents.allocators.mat`) and FM-slack
+order is as good as the allocator's own.  The greedy MAT (:mod:`~mara_agents.mat.policy`) and FM-slack
 (:mod:`~mara_agents.allocators.slack`) therefore ask their predictor and their ranking only for the
 *contended* observations of a batch (more occupied slots than nodes).  In the shipped evaluation that skips
 a large share of the rows, and the evaluation's episode rows stay byte-identical (figures in

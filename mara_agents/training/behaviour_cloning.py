@@ -2,9 +2,9 @@
 
 The expert is the FM-slack rule (the registered ``slack-fm`` allocator, :mod:`mara_agents.allocators.slack`).
 ``MARA-Forecast-v0`` with FM's forecast already computes its joint action for every state, from the same demand
-stage, as the per-slot one-hots ``slack_node_j`` (:mod:`mara_agents.forecast_env`): node j serves the slot whose
+stage, as the per-slot one-hots ``slack_node_j`` (:mod:`mara_agents.envs.forecast`): node j serves the slot whose
 ``slack_node_j`` is 1, or idles if none is. So expert play needs no second predictor call.
-:func:`collect_expert_play` steps an SB3 vector env of the forecast env (:mod:`mara_agents.sb3_vec_env`) with
+:func:`collect_expert_play` steps an SB3 vector env of the forecast env (:mod:`mara_agents.envs.sb3_vec`) with
 those actions and records (flat observation, action mask, expert joint action) at every step.
 
 A learner on ``MARA-v0`` sees the same states without the forecast. The flat observation of
@@ -27,7 +27,7 @@ import numpy as np
 
 from mara_env.flat import flat_size
 
-NODE_FEATURE = "slack_node_0"  # the first of FM-slack's per-node one-hots (mara_agents.forecast_env)
+NODE_FEATURE = "slack_node_0"  # the first of FM-slack's per-node one-hots (mara_agents.envs.forecast)
 IDLE = 0  # a node's action that serves no slot; slot k is action k + 1
 
 

@@ -8,10 +8,10 @@ workloads of the checkpoint rule, device, paths — and two nested groups, ``env
 its own:
 
 * :class:`MATTrainConfig` (stage II, PPO): the run length, rollout size, resumable checkpoints, the ``ppo``
-  group (:class:`~mara_agents.mat.ppo.PPOSettings`) and the ``finetune`` group
+  group (:class:`~mara_agents.training.ppo.PPOSettings`) and the ``finetune`` group
   (:class:`FineTuneSettings`: PPO from an exported policy, and the method that run trains);
 * :class:`MATILConfig` (MAT-IL, DAgger; not the paper's recipe): the ``imitation`` group
-  (:class:`~mara_agents.mat.imitation.ImitationSettings`).
+  (:class:`~mara_agents.training.imitation.ImitationSettings`).
 
 Defaults follow paper Appendix A.3 (one block, 64-dim, one head; PPO clip 0.2, c_v = 1, c_e = 0.01, γ = 1,
 λ = 0.95, β = 0.1; 100k environment steps; arrival load p = 0.04; ID task set over train/val curves).
@@ -37,9 +37,9 @@ from mara_common import checks
 from curves.bank import DEFAULT_BANK
 from mara_common.config_cli import changed_settings, check_integers, check_range, check_run_files
 from mara_common.config_cli import parse_config as parse_dataclass
-from mara_agents.mat.imitation import ImitationSettings
+from mara_agents.training.imitation import ImitationSettings
 from mara_agents.mat.model import MATHyperParameters
-from mara_agents.mat.ppo import PPOSettings
+from mara_agents.training.ppo import PPOSettings
 from mara_agents.mat.setting import Setting
 from mara_agents.mat.tokens import NUM_NODE_TOKEN_FEATURES, NUM_SLOT_FEATURES, SLOT_NODE_TOKEN_FEATURES
 from mara_agents.predictors.demand import PREDICTORS

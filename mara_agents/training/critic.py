@@ -3,7 +3,7 @@
 Training only (``python train.py mat --privileged-critic``).  The actor is the unchanged MAT policy, which sees
 the observation and the predictor's estimates; the critic is a separate network that sees the actor's slot
 tokens plus, per slot, what the simulator knows and no policy may: how many batches the task truly still needs
-before its loss reaches ε (:func:`~mara_agents.mat.experts.vector_true_remaining`), the slack that leaves, and
+before its loss reaches ε (:func:`~mara_agents.training.experts.vector_true_remaining`), the slack that leaves, and
 whether the task can still finish when served every step from now.  Whether the tasks in the slots will finish
 is most of an episode's return, so such a critic's baseline can remove that part of the return's variance,
 and the advantages keep what the joint action changed.  Its inputs are absent at deployment, so it is never

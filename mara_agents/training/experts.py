@@ -6,7 +6,7 @@ through the env's privileged accessor ``privileged_true_remaining`` from the cur
 curve ahead of a task is never part of the observation).  A task
 whose curve never reaches ε within the recorded curve reads as needing more than the curve's remaining
 length, so it sorts after every task that can finish.  Empty slots read 0.  :func:`vector_true_remaining`
-reads the same for every sub-env of a vector env, for the privileged critic (:mod:`mara_agents.mat.critic`).
+reads the same for every sub-env of a vector env, for the privileged critic (:mod:`mara_agents.training.critic`).
 
 :class:`PrivilegedSlackExpert` is the FM-slack ranking (:mod:`mara_agents.allocators.slack`) over these true
 demands instead of a forecast (on nodes with speeds or a switching cost, that rule's extension: which tasks,
@@ -15,7 +15,7 @@ task before it can know anything about it, so an expert that skipped them could 
 tasks that can still finish by their deadline, least slack first, then the hopeless ones, which are served
 only by nodes nothing else needs (serving costs nothing, and greedy MAT decoding is work-conserving anyway).
 The MAT student imitates it from the observation and the FM estimates alone
-(:mod:`mara_agents.mat.imitation`); the deployed policy never sees ``true_remaining``.
+(:mod:`mara_agents.training.imitation`); the deployed policy never sees ``true_remaining``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from mara_agents.allocators.nodes import SwitchCost
+from mara_agents.rules.nodes import SwitchCost
 from mara_agents.allocators.slack import SlackPolicy
 from mara_env.gym_env import MARAEnv
 from mara_env.vector_env import MARAVectorEnv
@@ -67,7 +67,7 @@ class PrivilegedObservation(gym.ObservationWrapper):
 class PrivilegedSlackExpert(SlackPolicy):
     """The slack ranking over the true remaining batches in ``observation["true_remaining"]``.
 
-    With node features it is FM-slack's rule on nodes (:func:`~mara_agents.allocators.slack.node_slack_action`)
+    With node features it is FM-slack's rule on nodes (:func:`~mara_agents.rules.slack.node_slack_action`)
     over the same true demands, in batches as the rule reads them: the fastest node to the tightest task that
     fits, and a running task stays on its node unless moving finishes it sooner after paying c.  Given the
     env's ``switch_cost`` it knows c from the first step, as a privileged expert may (a deployed allocator

@@ -1,5 +1,5 @@
 """``python train.py mat-il``: the MAT-IL recipe — the paper's MAT architecture trained by DAgger from a
-privileged expert (:mod:`mara_agents.mat.imitation`).  Not the paper's recipe; ``mara`` stays the
+privileged expert (:mod:`mara_agents.training.imitation`).  Not the paper's recipe; ``mara`` stays the
 reproduction (``python train.py mat``).
 
 **Checkpoint rule (fixed before any evaluation)**, the same as MARA's: after every DAgger round the greedy
@@ -32,14 +32,14 @@ from torch.utils.tensorboard import SummaryWriter
 
 from mara_common.atomic import atomic_write_json
 from mara_agents.mat.checkpoint import export_policy
-from mara_agents.mat.config import MATILConfig, changed_run_settings, parse_il_config, with_defaults
-from mara_agents.mat.imitation import ExpertRollout, LabelledStates, environment_configs, fit
+from mara_agents.training.config import MATILConfig, changed_run_settings, parse_il_config, with_defaults
+from mara_agents.training.imitation import ExpertRollout, LabelledStates, environment_configs, fit
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.train import TrainResult, record_score, start_torch, training_manifest, validation_workloads
-from mara_agents.mat.validation import validation_score
+from mara_agents.training.train import TrainResult, record_score, start_torch, training_manifest, validation_workloads
+from mara_agents.training.validation import validation_score
 from mara_agents.predictors.demand import make_demand
 
-RECIPE = "DAgger from the privileged slack expert (mara_agents/mat/imitation.py)"
+RECIPE = "DAgger from the privileged slack expert (mara_agents/training/imitation.py)"
 FINISHED = "finished.json"  # in the run directory: the config, checkpoint and cost of a run that completed
 
 

@@ -1,7 +1,7 @@
 """DAgger (Ross et al., 2011) from the privileged expert into the MAT allocator: the imitation phase.
 
 Each round plays N environments for a number of vector steps.  At every step each environment's joint
-action comes from the expert (:class:`~mara_agents.mat.experts.PrivilegedSlackExpert`) with probability β
+action comes from the expert (:class:`~mara_agents.training.experts.PrivilegedSlackExpert`) with probability β
 and otherwise from the current student, decoded greedily as it is deployed; whoever acted, the state is
 labelled with the expert's joint action.  The labelled states of all rounds are kept (the aggregated data
 set), and after each round the student is trained on all of them by maximum likelihood of the expert's joint
@@ -32,11 +32,11 @@ from gymnasium.utils import seeding
 from torch import nn
 
 from mara_common.config_cli import check_integers
-from mara_agents.mat.experts import TRUE_REMAINING, PrivilegedSlackExpert, vector_true_remaining
+from mara_agents.training.experts import TRUE_REMAINING, PrivilegedSlackExpert, vector_true_remaining
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.tokens import Tokens, mat_inputs
 from mara_agents.predictors.demand import Demand
-from mara_agents.runner import Lockstep, make_vector_env, sub_observation
+from mara_agents.play.lockstep import Lockstep, make_vector_env, sub_observation
 from mara_env.config import MARAConfig
 from mara_env.engine import EpisodeSource, load_sources
 from mara_env.workload import Episode
@@ -114,7 +114,7 @@ class LabelledStates:
 
 
 class ExpertRollout:
-    """N DAgger environments (one per config) played by the one play loop (:class:`~mara_agents.runner.Lockstep`)
+    """N DAgger environments (one per config) played by the one play loop (:class:`~mara_agents.play.lockstep.Lockstep`)
     on one native vector env; plays and labels states.
 
     The configs may differ only in what draws the episodes (task set and arrival load): each sub-env's episodes

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from mara_common.config_cli import check_integers, check_range
-from mara_agents.mat.critic import PrivilegedCritic
+from mara_agents.training.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.tokens import Tokens
 

@@ -4,7 +4,7 @@ The N episodes live in one Gymnasium vector env, by default the native one
 (``gym.make_vec("MARA-v0", num_envs=N, vectorization_mode="vector_entry_point")``: all N episodes in NumPy
 arrays, stepped without a per-episode Python loop); ``vectorization_mode="sync"`` gives Gymnasium's
 ``SyncVectorEnv`` over N single envs, which plays the same trajectories and is kept as the reference the
-tests compare training against.  They are played by the one play loop (:class:`~mara_agents.runner.Lockstep`),
+tests compare training against.  They are played by the one play loop (:class:`~mara_agents.play.lockstep.Lockstep`),
 with autoreset disabled: an episode that ends is reset at once, so its next observation is a fresh episode's
 and no step is spent on Gymnasium's "next-step" reset.  The batched observation goes to MAT through
 :func:`~mara_agents.mat.tokens.mat_inputs` (the demand stage's one batched predictor call, paper Algorithm 1,
@@ -22,13 +22,13 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import mara_env  # noqa: F401  (registers MARA-v0)
-from mara_agents.mat.critic import PrivilegedCritic, privileged_features
-from mara_agents.mat.experts import vector_true_remaining
+from mara_agents.training.critic import PrivilegedCritic, privileged_features
+from mara_agents.training.experts import vector_true_remaining
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.ppo import Rollout, ValueNorm
+from mara_agents.training.ppo import Rollout, ValueNorm
 from mara_agents.mat.tokens import Tokens, mat_inputs
 from mara_agents.predictors.demand import Demand
-from mara_agents.runner import Lockstep, make_vector_env
+from mara_agents.play.lockstep import Lockstep, make_vector_env
 from mara_env.config import MARAConfig
 
 VECTORIZATION_MODES = ("vector_entry_point", "sync")
@@ -56,7 +56,7 @@ def make_training_envs(env_config: MARAConfig, num_envs: int,
 
 
 class VectorRollout:
-    """N training episodes played on by the one play loop (:class:`~mara_agents.runner.Lockstep`): an episode
+    """N training episodes played on by the one play loop (:class:`~mara_agents.play.lockstep.Lockstep`): an episode
     that ends is followed at once by the env's next random episode."""
 
     def __init__(self, env_config: MARAConfig, num_envs: int, demand: Demand, seed: int | tuple[int, ...],

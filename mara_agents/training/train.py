@@ -4,12 +4,12 @@
 generators (:class:`Learner`); :func:`restore` continues a saved run; then each pass of the loop collects a
 rollout of N environments (one batched predictor call per vector step), computes GAE advantages, runs the
 PPO update, logs to TensorBoard, and :func:`save` applies the checkpoint rule and writes the resumable state.
-What MAT-IL (:mod:`mara_agents.mat.il_train`) shares with it lives here too: :func:`start_torch`,
+What MAT-IL (:mod:`mara_agents.training.il_train`) shares with it lives here too: :func:`start_torch`,
 :func:`validation_workloads` and :func:`training_manifest`, the one description of an exported policy.
 
 **Checkpoint rule (fixed before any evaluation).**  Every ``validate_every`` env steps (at the first PPO
 update that crosses a multiple) and after the last update, the greedy policy is scored on the run's
-validation workloads — episodes drawn from the bank's ``val`` curves (:mod:`mara_agents.mat.validation`) —
+validation workloads — episodes drawn from the bank's ``val`` curves (:mod:`mara_agents.training.validation`) —
 and the model with the highest score so far is exported (ties keep the earlier one; ``--start-candidate``
 also scores an ``--init-from`` start at step 0).  The validation workloads are a mixture at the training
 load and a small stress test (§5.4), weighted equally.  No evaluation workload, and no ``test`` curve, is ever
@@ -17,7 +17,7 @@ looked at.  With ``validate_every = 0`` the final model is exported.  The paper 
 step instead; ``mara_agents/checkpoints/README.md`` says why we do not.
 
 **Privileged critic.**  With ``--privileged-critic`` the values come from a separate network that also reads
-each task's true remaining demand (:mod:`mara_agents.mat.critic`); the optimiser trains it with the actor, the
+each task's true remaining demand (:mod:`mara_agents.training.critic`); the optimiser trains it with the actor, the
 critic-only warm-up fits it alone, and it is saved in the run state but never exported.
 
 **Resume.**  ``<run_dir>/last.pt`` holds model, optimisers, value normaliser, generator states and counters,
@@ -46,16 +46,16 @@ import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
-from mara_agents.checkpoint_io import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
+from mara_agents.play.checkpoints import (bank_checksum, file_sha256, git_commit, load_run_state, portable_path,
                                        remove_run_state, save_run_state)
 from mara_agents.mat.checkpoint import export_policy, load_policy
-from mara_agents.mat.config import MATTrainConfig, RunSettings, changed_run_settings, upgrade_record
-from mara_agents.mat.critic import PrivilegedCritic
+from mara_agents.training.config import MATTrainConfig, RunSettings, changed_run_settings, upgrade_record
+from mara_agents.training.critic import PrivilegedCritic
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.ppo import Rollout, ValueNorm, gae, ppo_update
-from mara_agents.mat.rollout import VectorRollout
+from mara_agents.training.ppo import Rollout, ValueNorm, gae, ppo_update
+from mara_agents.training.rollout import VectorRollout
 from mara_agents.mat.tokens import Tokens
-from mara_agents.mat.validation import validation_score, validation_workload
+from mara_agents.training.validation import validation_score, validation_workload
 from mara_agents.predictors.demand import Demand, make_demand
 from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
 

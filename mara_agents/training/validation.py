@@ -11,7 +11,7 @@ while still serving hopeless tasks to their deadlines, which the mixture episode
 workload is drawn from its own seed, once per run, and saved in the run directory so a resumed run scores
 against the same episodes.
 
-**Checking a checkpoint after training** (``python -m mara_agents.mat.validation TARGET ...``): scores
+**Checking a checkpoint after training** (``python -m mara_agents.training.validation TARGET ...``): scores
 shipped or freshly trained checkpoints, or registered methods for reference, on a second pair of workloads
 drawn from ``val`` curves with another seed (:data:`CHECK_SEED`), so no run ever selected a checkpoint on
 them.  It prints the mixture success rate, the stress success rate and in how many stress episodes every
@@ -35,17 +35,17 @@ import torch
 
 from mara_common import checks
 from curves.bank import DEFAULT_BANK, load_bank
-from mara_agents.allocators.mat import MATPolicy, load_mat_policy
+from mara_agents.mat.policy import MATPolicy, load_mat_policy
 from mara_agents.allocators.registry import POLICIES, make_policy
-from mara_agents.checkpoint_io import CheckpointError, bank_checksum
+from mara_agents.play.checkpoints import CheckpointError, bank_checksum
 from mara_common.config_cli import integer_list
 from mara_agents.mat.checkpoint import load_policy
 from mara_agents.mat.ensemble import load_mat_ensemble
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.setting import Setting
-from mara_agents.policy import Policy
+from mara_agents.play.policy import Policy
 from mara_agents.predictors.base import Predictor
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 from mara_env.fixed_workloads import build_workload
 from mara_env.tasksets import TASK_SETS
 from mara_env.workload import save_workload
@@ -126,7 +126,7 @@ def _target_policy(target: str, verify: bool = True, setting: Setting = Setting(
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The check's command line; a bad value exits with status 2 and one line naming it."""
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.validation",
+    parser = argparse.ArgumentParser(prog="python -m mara_agents.training.validation",
                                      description="Score MAT checkpoints (or registered methods) on check workloads "
                                                  "drawn from val curves; no test curve is touched.")
     parser.add_argument("targets", nargs="+", help="checkpoint .pt files, method names (fifo, lara, mara, ...) or "

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from curves.bank import load_bank
-from mara_agents.mat.config import FineTuneSettings, MATTrainConfig
+from mara_agents.training.config import FineTuneSettings, MATTrainConfig
 from mara_agents.mat.model import MATHyperParameters
-from mara_agents.mat.ppo import PPOSettings
-from mara_agents.mat.train import TrainResult, train
+from mara_agents.training.ppo import PPOSettings
+from mara_agents.training.train import TrainResult, train
 from mara_agents.predictors.fm import FlowMatchingModel, save_checkpoint
 from mara_env.config import MARAConfig
 from mara_env.features import TASK_FEATURE_INDEX, TASK_FEATURES

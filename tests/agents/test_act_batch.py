@@ -12,7 +12,7 @@ import pytest
 from mara_agents import make_policy
 from mara_agents.allocators.predictive import PredictiveAllocator
 from mara_agents.allocators.slack import SlackPolicy
-from mara_agents.allocators.uncontended import serve_every_slot
+from mara_agents.rules.uncontended import serve_every_slot
 from mara_agents.predictors.demand import Demand
 from mara_agents.predictors.wls import WLSPredictor
 from mara_env.features import TASK_FEATURE_INDEX

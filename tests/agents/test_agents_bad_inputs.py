@@ -19,9 +19,9 @@ import evaluate as evaluate_cli
 import train as train_cli
 from cli_status import exit_status
 from mara_agents import make_policy
-from mara_agents.checkpoint_io import save_run_state, write_checksum_manifest
+from mara_agents.play.checkpoints import save_run_state, write_checksum_manifest
 from mara_agents.evaluation.methods import MethodError, parse_user_policy
-from mara_agents.mat.ppo import PPOSettings
+from mara_agents.training.ppo import PPOSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["table3", "--methods", "fifo", "--no-progress"]
@@ -112,7 +112,7 @@ def test_evaluate_refuses_a_corrupt_checkpoint_naming_the_file(bank_dir, tmp_pat
     broken = tmp_path / "broken.pt"
     broken.write_bytes(b"\x00not a checkpoint")
     write_checksum_manifest(broken)  # verified bytes, but not a checkpoint
-    policy = f"mine=mara_agents.allocators.mat:load_mat_policy:path='{broken}'"
+    policy = f"mine=mara_agents.mat.policy:load_mat_policy:path='{broken}'"
     status, stderr = run_main(evaluate_cli.main, ["table3", "--methods", "fifo", "--policy", policy, "--bank",
                                                   str(bank_dir), "--workloads", str(workloads), "--out",
                                                   str(tmp_path / "out"), "--no-progress"], capsys)

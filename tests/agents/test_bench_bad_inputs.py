@@ -21,11 +21,12 @@ import evaluate as evaluate_cli
 import train as train_cli
 from cli_status import exit_status
 from mara_agents import make_policy
-from mara_agents.checkpoint_io import CheckpointError, manifest_path, write_checksum_manifest
+from mara_agents.play.checkpoints import CheckpointError, manifest_path, write_checksum_manifest
 from mara_agents.evaluation import profile, workload_report
 from mara_common.cli import INTERRUPTED, run_command
 from mara_agents.mat import bench as mat_bench
-from mara_agents.mat import decode_bench, validation
+from mara_agents.mat import decode_bench
+from mara_agents.training import validation
 from mara_agents.mat.checkpoint import export_policy, load_policy_model
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.predictors import bench as predictor_bench

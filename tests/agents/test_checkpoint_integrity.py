@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mara_agents import make_policy
-from mara_agents.checkpoint_io import CheckpointError, load_run_state, previous_state, save_run_state
+from mara_agents.play.checkpoints import CheckpointError, load_run_state, previous_state, save_run_state
 from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.predictors.fm import FlowMatchingModel, load_model, save_checkpoint

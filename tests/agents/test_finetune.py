@@ -8,12 +8,12 @@ import json
 import pytest
 import torch
 
-from mara_agents.checkpoint_io import load_run_state
+from mara_agents.play.checkpoints import load_run_state
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.model import MATHyperParameters, MATModel
-from mara_agents.mat.ppo import PPOSettings, Rollout, ValueNorm, ppo_loss, ppo_update
+from mara_agents.training.ppo import PPOSettings, Rollout, ValueNorm, ppo_loss, ppo_update
 from mara_agents.mat.tokens import Tokens
-from mara_agents.mat.train import train
+from mara_agents.training.train import train
 
 from conftest import tiny_config
 from test_ppo import tiny_batch

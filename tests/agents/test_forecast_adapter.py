@@ -11,7 +11,7 @@ import pytest
 import mara_agents  # noqa: F401  (registers MARA-Forecast-v0)
 from mara_agents.allocators.third_party import save_maskable_ppo
 from mara_agents.evaluation.methods import build_policy
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 
 from conftest import SHORT_WINDOW
 

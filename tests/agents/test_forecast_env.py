@@ -12,8 +12,9 @@ from gymnasium.utils.env_checker import check_env
 from pettingzoo.test import api_test, parallel_api_test, seed_test
 
 import mara_agents  # noqa: F401  (registers MARA-Forecast-v0)
-from mara_agents.allocators.slack import SlackPolicy, slack_order
-from mara_agents.forecast_env import (
+from mara_agents.allocators.slack import SlackPolicy
+from mara_agents.rules.slack import slack_order
+from mara_agents.envs.forecast import (
     MEDIAN_FEATURES,
     SAMPLE_FEATURES,
     ForecastEnv,

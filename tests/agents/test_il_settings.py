@@ -12,20 +12,20 @@ import pytest
 import torch
 
 import train as train_cli
-from mara_agents.allocators.mat import MATPolicy, load_mat_policy
+from mara_agents.mat.policy import MATPolicy, load_mat_policy
 from mara_agents.allocators.slack import SlackPolicy
 from mara_agents.mat.checkpoint import export_policy, load_policy
 from mara_agents.mat.ensemble import MATEnsemble, load_mat_ensemble
-from mara_agents.mat.experts import TRUE_REMAINING, PrivilegedSlackExpert
-from mara_agents.mat.il_train import FINISHED, train_il
-from mara_agents.mat import validation
-from mara_agents.mat.imitation import ExpertRollout, ImitationSettings, LabelledStates
+from mara_agents.training.experts import TRUE_REMAINING, PrivilegedSlackExpert
+from mara_agents.training.il_train import FINISHED, train_il
+from mara_agents.training import validation
+from mara_agents.training.imitation import ExpertRollout, ImitationSettings, LabelledStates
 from mara_agents.mat.model import MATHyperParameters, MATModel, placing_greedy_choice
 from mara_agents.mat.setting import Setting
 from mara_agents.mat.tokens import NUM_NODE_TOKEN_FEATURES, NUM_SLOT_FEATURES, build_tokens, slack_plans
 from mara_agents.predictors.demand import Demand, make_demand
 from mara_agents.predictors.wls import WLSPredictor
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 from mara_env.config import MARAConfig
 
 from conftest import hand_observation

@@ -10,15 +10,15 @@ import torch
 
 import train as train_cli
 from curves.bank import load_bank
-from mara_agents.allocators.mat import load_mat_policy
-from mara_agents.mat.experts import TRUE_REMAINING, PrivilegedObservation, PrivilegedSlackExpert
-from mara_agents.mat.config import MATILConfig
-from mara_agents.mat.config import parse_il_config as parse_config
-from mara_agents.mat.il_train import train_il
-from mara_agents.mat.imitation import ExpertRollout, ImitationSettings, LabelledStates, environment_configs, fit
+from mara_agents.mat.policy import load_mat_policy
+from mara_agents.training.experts import TRUE_REMAINING, PrivilegedObservation, PrivilegedSlackExpert
+from mara_agents.training.config import MATILConfig
+from mara_agents.training.config import parse_il_config as parse_config
+from mara_agents.training.il_train import train_il
+from mara_agents.training.imitation import ExpertRollout, ImitationSettings, LabelledStates, environment_configs, fit
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.predictors.demand import make_demand
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 from mara_env.config import MARAConfig
 from mara_env.gym_env import MARAEnv
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy, steps_to_deadline
+from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy
+from mara_agents.rules.slots import steps_to_deadline
 from mara_agents.allocators.slack import SlackPolicy
 from mara_agents.predictors import WLSPredictor
 from mara_env.features import TASK_FEATURE_INDEX

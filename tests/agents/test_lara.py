@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mara_agents.allocators.lara import WHOLE_TREE_UP_TO, LARAPolicy, is_feasible, largest_feasible_subset
 from mara_agents.predictors import WLSPredictor
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 
 from conftest import hand_observation
 

@@ -8,7 +8,7 @@ import pytest
 
 from mara_agents.evaluation.stats import half_width
 from mara_agents.mat.learning_curve import run, summarise
-from mara_agents.mat.train import train
+from mara_agents.training.train import train
 
 from conftest import tiny_config
 

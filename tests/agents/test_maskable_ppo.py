@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from mara_agents import make_policy
-from mara_agents.checkpoint_io import CheckpointError
+from mara_agents.play.checkpoints import CheckpointError
 from mara_agents.allocators.registry import POLICIES
 from mara_agents.allocators.third_party import maskable_ppo_checkpoint
 from mara_agents.evaluation import methods
 from mara_agents.evaluation.fingerprint import policy_fingerprint
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 
 from conftest import SHORT_WINDOW
 

@@ -13,7 +13,7 @@ import torch
 import mara_env  # noqa: F401  (registers MARA-v0)
 from mara_agents import make_policy
 from mara_agents.allocators.registry import CHECKPOINT_DIR, TRAINING_SEEDS, ensemble_members
-from mara_agents.checkpoint_io import file_sha256
+from mara_agents.play.checkpoints import file_sha256
 from mara_agents.mat.checkpoint import export_policy, load_policy_model
 from mara_agents.mat import decode_bench
 from mara_agents.mat.ensemble import MATEnsemble, load_mat_ensemble

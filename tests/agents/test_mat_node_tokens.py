@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import mara_env  # noqa: F401  (registers MARA-v0)
-from mara_agents.allocators.mat import load_mat_policy
+from mara_agents.mat.policy import load_mat_policy
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.tokens import NUM_NODE_TOKEN_FEATURES, NUM_SLOT_FEATURES, build_tokens
-from mara_agents.mat.train import train
-from mara_agents.runner import play_episode
+from mara_agents.training.train import train
+from mara_agents.play.lockstep import play_episode
 
 from conftest import tiny_config
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 import mara_env  # noqa: F401  (registers MARA-v0)
-from mara_agents.allocators.mat import load_mat_policy
+from mara_agents.mat.policy import load_mat_policy
 from mara_agents.evaluation.fingerprint import policy_fingerprint
 from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.ensemble import load_mat_ensemble
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.setting import Setting
-from mara_agents.runner import play_episode
+from mara_agents.play.lockstep import play_episode
 from mara_env.features import TASK_FEATURE_INDEX
 
 from conftest import SHORT_WINDOW, tiny_config

@@ -10,11 +10,13 @@ from conftest import SHORT_WINDOW, hand_observation
 
 import mara_env  # noqa: F401  (registers MARA-v0)
 from mara_agents.allocators.lara import LARAPolicy, largest_feasible_subset
-from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy, serve_in_order
-from mara_agents.allocators.slack import SlackPolicy, slack_order
+from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy
+from mara_agents.rules.slots import serve_in_order
+from mara_agents.allocators.slack import SlackPolicy
+from mara_agents.rules.slack import slack_order
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes, max_completions
 from mara_agents.predictors import WLSPredictor
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 from mara_env.engine import cached_bank, cached_workload
 from mara_env.features import NODE_FEATURE_INDEX, SLOT_NODE_FEATURE_INDEX, TASK_FEATURE_INDEX
 from mara_env.simulator import oracle_successes
@@ -178,8 +180,8 @@ def test_default_options_give_exactly_the_actions_of_the_rules_on_identical_node
     def never(*args, **kwargs):
         raise AssertionError("node placement ran with the default options")
 
-    for module in ("naive", "slack", "lara"):
-        monkeypatch.setattr(f"mara_agents.allocators.{module}.place", never)
+    for module in ("allocators.naive", "rules.slack", "allocators.lara"):
+        monkeypatch.setattr(f"mara_agents.{module}.place", never)
     policies = (FIFOPolicy(), EDFPolicy(), SlackPolicy(WLSPredictor()), LARAPolicy(WLSPredictor()))
     for explicit in ({}, {"node_speeds": (1,) * 7, "switch_cost": 0}):
         env = gym.make("MARA-v0", bank=str(bank_dir), arrival_window=60, **explicit)

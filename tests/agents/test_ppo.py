@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from mara_agents.mat.model import MATHyperParameters, MATModel
-from mara_agents.mat.ppo import PPOSettings, Rollout, ValueNorm, gae, ppo_loss, ppo_update
+from mara_agents.training.ppo import PPOSettings, Rollout, ValueNorm, gae, ppo_loss, ppo_update
 from mara_agents.mat.tokens import NUM_SLOT_FEATURES, Tokens
 
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-import mara_agents.mat.train as mat_train
+import mara_agents.training.train as mat_train
 from mara_agents.mat.checkpoint import load_policy_model
-from mara_agents.mat.critic import PRIVILEGED_FEATURES, PrivilegedCritic, privileged_features
-from mara_agents.mat.experts import vector_true_remaining
+from mara_agents.training.critic import PRIVILEGED_FEATURES, PrivilegedCritic, privileged_features
+from mara_agents.training.experts import vector_true_remaining
 from mara_agents.mat.model import MATHyperParameters, MATModel
-from mara_agents.mat.ppo import PPOSettings, ValueNorm, ppo_update
-from mara_agents.mat.rollout import VectorRollout, make_training_envs
+from mara_agents.training.ppo import PPOSettings, ValueNorm, ppo_update
+from mara_agents.training.rollout import VectorRollout, make_training_envs
 from mara_agents.mat.tokens import Tokens
 from mara_env.config import MARAConfig
 from mara_env.features import TASK_FEATURE_INDEX

@@ -8,7 +8,7 @@ import pytest
 import mara_agents
 import mara_env
 from mara_agents import NodeActor, make_policy
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 
 from conftest import SHORT_WINDOW
 
@@ -87,6 +87,6 @@ def test_playing_mara_imports_no_training_code():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = set(done.stdout.split())
-    assert "mara_agents.allocators.mat" in loaded
+    assert "mara_agents.mat.policy" in loaded
     training = {f"mara_agents.mat.{name}" for name in ("train", "ppo", "rollout", "config", "validation")}
     assert not loaded & training, loaded & training

@@ -9,12 +9,12 @@ import json
 import pytest
 import torch
 
-import mara_agents.mat.train as mat_train
+import mara_agents.training.train as mat_train
 from mara_agents.mat import bench
-from mara_agents.mat.critic import PrivilegedCritic
+from mara_agents.training.critic import PrivilegedCritic
 from mara_agents.mat.model import MATHyperParameters, MATModel
-from mara_agents.mat.ppo import ValueNorm
-from mara_agents.mat.rollout import VectorRollout, make_training_envs
+from mara_agents.training.ppo import ValueNorm
+from mara_agents.training.rollout import VectorRollout, make_training_envs
 from mara_agents.predictors.demand import make_demand
 from mara_env.config import MARAConfig
 

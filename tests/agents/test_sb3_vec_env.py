@@ -10,7 +10,7 @@ import pytest
 from stable_baselines3.common.env_util import make_vec_env
 
 import mara_env  # noqa: F401  (registers MARA-v0)
-from mara_agents.sb3_vec_env import SB3VectorEnv, make_sb3_vec_env
+from mara_agents.envs.sb3_vec import SB3VectorEnv, make_sb3_vec_env
 
 ENVS = 3
 OPTIONS = {"observation": "flat", "conflicts": "repair", "arrival_window": 10}

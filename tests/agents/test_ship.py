@@ -17,7 +17,7 @@ import torch
 from mara_agents.mat import ship
 from mara_agents.mat.checkpoint import load_policy
 from mara_agents.mat.ship import ShipError, ShippedPlaces, ship_policy
-from mara_agents.mat.train import train
+from mara_agents.training.train import train
 from mara_agents.predictors.fm import FlowMatchingModel, save_checkpoint
 
 from conftest import tiny_config

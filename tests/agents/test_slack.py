@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mara_agents.predictors import WLSPredictor
-from mara_agents.runner import evaluate_workload
+from mara_agents.play.lockstep import evaluate_workload
 from mara_agents.allocators.slack import SlackPolicy
 
 from conftest import hand_observation

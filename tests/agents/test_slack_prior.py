@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from mara_agents.allocators.mat import MATPolicy, load_mat_policy
+from mara_agents.mat.policy import MATPolicy, load_mat_policy
 from mara_agents.allocators.naive import FIFOPolicy
-from mara_agents.allocators.slack import SlackPolicy, slack_order
+from mara_agents.allocators.slack import SlackPolicy
+from mara_agents.rules.slack import slack_order
 from mara_agents.mat.checkpoint import export_policy
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.tokens import NUM_SLOT_FEATURES, build_tokens, slack_ranks

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 import train as train_cli
-from mara_agents.checkpoint_io import load_run_state
+from mara_agents.play.checkpoints import load_run_state
 from mara_agents.mat.checkpoint import load_policy_model
-from mara_agents.mat.config import parse_config
-from mara_agents.mat.train import train
+from mara_agents.training.config import parse_config
+from mara_agents.training.train import train
 from mara_env.workload import load_workload
 
 from conftest import tiny_config

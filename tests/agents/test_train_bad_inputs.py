@@ -18,7 +18,7 @@ import pytest
 
 import train as train_cli
 from cli_status import exit_status
-from mara_agents.checkpoint_io import load_run_state
+from mara_agents.play.checkpoints import load_run_state
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = "=no"  # a value given to an on/off flag, which takes none
@@ -170,8 +170,8 @@ def test_every_training_flag_is_checked_before_training(stage, argv, words, tmp_
 
 
 def test_no_progress_is_accepted_by_every_stage():
-    from mara_agents.mat.config import parse_config as parse_mat
-    from mara_agents.mat.config import parse_il_config as parse_il
+    from mara_agents.training.config import parse_config as parse_mat
+    from mara_agents.training.config import parse_il_config as parse_il
     from mara_agents.predictors.train import parse_config as parse_fm
 
     assert not any(parse(["--no-progress"]).progress for parse in (parse_fm, parse_mat, parse_il))
@@ -202,9 +202,9 @@ def test_an_interrupted_stage_without_saved_state_says_so(monkeypatch, tmp_path,
     def interrupted(config):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("mara_agents.mat.train.train", interrupted)
+    monkeypatch.setattr("mara_agents.training.train.train", interrupted)
     status, _, err = run_main(["mat", "--run-dir", str(tmp_path / "run")], capsys)
     assert status == 130 and "no training state was saved yet" in err
-    monkeypatch.setattr("mara_agents.mat.il_train.train_il", interrupted)
+    monkeypatch.setattr("mara_agents.training.il_train.train_il", interrupted)
     status, _, err = run_main(["mat-il", "--run-dir", str(tmp_path / "il")], capsys)
     assert status == 130 and "MAT-IL does not resume" in err

@@ -12,12 +12,12 @@ import torch
 from torch import nn
 
 from mara_agents.mat.checkpoint import load_policy_model
-from mara_agents.mat.config import MATTrainConfig, changed_run_settings, parse_config, upgrade_record
+from mara_agents.training.config import MATTrainConfig, changed_run_settings, parse_config, upgrade_record
 from mara_agents.mat.model import MATModel
-from mara_agents.mat.ppo import ValueNorm, gae
-from mara_agents.mat.rollout import VectorRollout
+from mara_agents.training.ppo import ValueNorm, gae
+from mara_agents.training.rollout import VectorRollout
 from mara_agents.mat.tokens import Tokens
-from mara_agents.mat.train import train
+from mara_agents.training.train import train
 from mara_agents.predictors.demand import make_demand
 
 from conftest import tiny_config

@@ -1,10 +1,10 @@
-"""``python -m mara_agents.mat.validation``: scoring checkpoints on check workloads of val curves."""
+"""``python -m mara_agents.training.validation``: scoring checkpoints on check workloads of val curves."""
 
 from __future__ import annotations
 
 import pytest
 
-from mara_agents.mat.validation import VALIDATION_SEED, main
+from mara_agents.training.validation import VALIDATION_SEED, main
 from mara_env.workload import load_workload
 
 

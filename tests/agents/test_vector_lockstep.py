@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mara_agents.runner import Lockstep, play_episodes
+from mara_agents.play.lockstep import Lockstep, play_episodes
 
 
 class ScriptedVectorEnv:

@@ -10,7 +10,7 @@ from pettingzoo.test import api_test, max_cycles_test, parallel_api_test, seed_t
 
 import mara_env
 from mara_agents.allocators.naive import FIFOPolicy, RandomPolicy
-from mara_agents.policy import NodeActor
+from mara_agents.play.policy import NodeActor
 
 
 def test_aec_api(bank_dir):

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from curves.bank import load_bank
-from mara_agents.allocators.naive import (EDFPolicy, FIFOPolicy, RandomPolicy, present_slots, serve_in_order,
-                                          steps_to_deadline)
-from mara_agents.mat.experts import vector_true_remaining
-from mara_agents.runner import Lockstep, evaluate_workload, make_vector_env, sub_observation
+from mara_agents.allocators.naive import EDFPolicy, FIFOPolicy, RandomPolicy
+from mara_agents.rules.slots import present_slots, serve_in_order, steps_to_deadline
+from mara_agents.training.experts import vector_true_remaining
+from mara_agents.play.lockstep import Lockstep, evaluate_workload, make_vector_env, sub_observation
 from mara_env.fixed_workloads import build_workload
 from mara_env.workload import load_workload, save_workload
 

@@ -204,7 +204,7 @@ def test_the_harness_plays_and_bounds_a_setting_with_its_env_options(bank_dir, w
     from mara_agents.allocators.registry import make_policy
     from mara_agents.evaluation.clairvoyant import clairvoyant_successes
     from mara_agents.evaluation.harness import Settings, evaluate
-    from mara_agents.runner import evaluate_workload
+    from mara_agents.play.lockstep import evaluate_workload
     from mara_env.engine import cached_bank, cached_workload
     from mara_env.fixed_workloads import workload_path
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from curves.bank import DEFAULT_BANK
-from mara_agents.checkpoint_io import portable_path
+from mara_agents.play.checkpoints import portable_path
 from mara_env.fixed_workloads import WORKLOAD_DIR
 
 

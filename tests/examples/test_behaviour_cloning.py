@@ -21,8 +21,8 @@ OPTIONS = {"observation": "flat", "conflicts": "repair", "arrival_window": 40}
 
 def held_out_play(bank_dir, steps=512):
     """Expert play on episodes the tests' training never draws (seed 1000)."""
-    from mara_agents.behaviour_cloning import collect_expert_play
-    from mara_agents.sb3_vec_env import make_sb3_vec_env
+    from mara_agents.training.behaviour_cloning import collect_expert_play
+    from mara_agents.envs.sb3_vec import make_sb3_vec_env
 
     envs = make_sb3_vec_env("MARA-Forecast-v0", 8, seed=1000, bank=str(bank_dir), predictor="fm", **OPTIONS)
     play = collect_expert_play(envs, steps)
@@ -32,7 +32,7 @@ def held_out_play(bank_dir, steps=512):
 
 def test_the_expert_actions_are_the_registered_slack_fm_allocators(bank_dir):
     from mara_agents import make_policy
-    from mara_agents.behaviour_cloning import expert_actions
+    from mara_agents.training.behaviour_cloning import expert_actions
 
     policy = make_policy("slack-fm")
     busy = {"bank": str(bank_dir), "conflicts": "repair", "arrival_window": 40, "arrival_prob": 0.4}
@@ -56,7 +56,7 @@ def test_the_expert_actions_are_the_registered_slack_fm_allocators(bank_dir):
 def test_cloning_makes_the_greedy_policy_agree_with_fm_slack_on_held_out_states(bank_dir, tmp_path, capsys):
     from sb3_contrib import MaskablePPO
 
-    from mara_agents.behaviour_cloning import agreement
+    from mara_agents.training.behaviour_cloning import agreement
 
     out, logdir = tmp_path / "out", tmp_path / "tb"
     argv = [*BC, "--forecast", "fm", "--bc-steps", "1024", "--bc-epochs", "10", "--steps", "1024",
@@ -75,7 +75,7 @@ def test_cloning_makes_the_greedy_policy_agree_with_fm_slack_on_held_out_states(
 
 
 def _env(bank_dir):
-    from mara_agents.sb3_vec_env import make_sb3_vec_env
+    from mara_agents.envs.sb3_vec import make_sb3_vec_env
 
     return make_sb3_vec_env("MARA-Forecast-v0", 1, seed=0, bank=str(bank_dir), predictor="fm", **OPTIONS)
 
@@ -83,7 +83,7 @@ def _env(bank_dir):
 def test_the_forecast_less_learner_clones_the_same_states_without_the_forecast(bank_dir, tmp_path):
     from sb3_contrib import MaskablePPO
 
-    from mara_agents.behaviour_cloning import forecast_start
+    from mara_agents.training.behaviour_cloning import forecast_start
 
     out = tmp_path / "out"
     load("sb3_maskable_ppo").main([*BC, "--bc-steps", "256", "--bc-epochs", "2", "--steps", "256",

@@ -42,7 +42,7 @@ def test_an_interrupted_run_saves_its_last_whole_step_and_resumes_to_the_same_mo
                                                                                    monkeypatch):
     """SIGINT or SIGTERM (a KeyboardInterrupt) between evaluations saves the state of the last whole step, and
     resuming from it gives the model of a run that was never stopped."""
-    from mara_agents.checkpoint_io import load_run_state
+    from mara_agents.play.checkpoints import load_run_state
     from mara_agents.predictors import train as trainer
 
     straight = train(tiny_config(tiny_bank, tmp_path / "a"))

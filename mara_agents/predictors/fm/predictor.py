@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mara_agents.checkpoint_io import CheckpointError, atomic_torch_save, read_checkpoint, write_checksum_manifest
+from mara_agents.play.checkpoints import CheckpointError, atomic_torch_save, read_checkpoint, write_checksum_manifest
 from mara_agents.predictors.base import Prediction, PredictorQuery, capped_remaining, row_parts
 from mara_agents.predictors.fm.decode import first_crossing, median_estimate, remaining_batches
 from mara_agents.predictors.fm.encoding import static_context

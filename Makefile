@@ -41,7 +41,7 @@ test: install system-packages
 	$(BIN)/python -m pytest -q
 
 bench: install
-	$(BIN)/python -m mara_env.bench
+	$(BIN)/python -m benchmarks.env_bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

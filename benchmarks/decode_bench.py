@@ -1,4 +1,4 @@
-"""Latency of greedy MAT decoding: ``python -m mara_agents.mat.decode_bench [--batches 1,4,32] [--out F]``.
+"""Latency of greedy MAT decoding: ``python -m benchmarks.decode_bench [--batches 1,4,32] [--out F]``.
 
 The evaluation calls the decoder once per lock-step of a unit with the contended observations of its running
 episodes, a few rows at a time, so what matters is the latency of one call on a small batch, which is bound by
@@ -60,7 +60,7 @@ def best_milliseconds(call: Callable[[], object], calls: int, repeats: int) -> f
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.decode_bench",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.decode_bench",
                                      description="Milliseconds per greedy MAT decode: one model, an ensemble's "
                                                  "members one by one, and the grouped ensemble.")
     parser.add_argument("--batches", default="1,4,32", help="comma-separated batch sizes (rows per call)")

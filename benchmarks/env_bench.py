@@ -1,4 +1,4 @@
-"""Throughput of the environments: ``python -m mara_env.bench [--bank DIR] [--steps N] [--sizes …] [--out F]``.
+"""Throughput of the environments: ``python -m benchmarks.env_bench [--bank DIR] [--steps N] [--sizes …] [--out F]``.
 
 Prints one line per figure:
 

@@ -1,14 +1,14 @@
 """This checkout's environment speed against another's, side by side:
-``python -m mara_env.bench_compare OTHER_CHECKOUT [--repeat 3] [--steps N] [--bank DIR]``.
+``python -m benchmarks.env_bench_compare OTHER_CHECKOUT [--repeat 3] [--steps N] [--bank DIR]``.
 
 A change to the simulators must keep their speed, but on a shared machine two bench runs minutes apart
-differ by more than the change does. This command runs the core figures of :mod:`mara_env.bench` — the
+differ by more than the change does. This command runs the core figures of :mod:`benchmarks.env_bench` — the
 Gymnasium env with the precomputed matching and with the FIFO rule, the native vector env at N = 1 and
 N = 64 with the precomputed matching, and at N = 64 in the ``flat`` format with ``conflicts="repair"`` — in
 one subprocess per checkout, alternating the two checkouts ``--repeat`` times (the order flips every round),
 and prints per figure the median rate per CPU second of each checkout and their ratio (this / other).
 
-The subprocesses call only ``single_env``, ``vector_env`` and ``fifo_picks`` of :mod:`mara_env.bench`, so
+The subprocesses call only ``single_env``, ``vector_env`` and ``fifo_picks`` of :mod:`benchmarks.env_bench`, so
 an older checkout that has them can be compared. Bad arguments print one line and exit with status 2.
 """
 
@@ -28,7 +28,10 @@ THIS_CHECKOUT = Path(__file__).resolve().parents[1]
 # Run in each checkout: the figures as {name: env steps per CPU second}, one JSON line.
 _FIGURES = r"""
 import json, sys
-from mara_env import bench
+try:
+    from benchmarks import env_bench as bench
+except ImportError:  # a checkout from before the benchmarks left the mara_env package
+    from mara_env import bench
 bank, steps, whole = (sys.argv[1] or None), int(sys.argv[2]), int(sys.argv[3])
 rates = {}
 def rate(name, timed, count):
@@ -86,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="curve bank directory (default: the shipped bank)")
     args = parser.parse_args(argv)
     other = Path(args.other).resolve()
-    if not (other / "mara_env" / "bench.py").is_file():
-        parser.error(f"other: {args.other!r} is not a MARA checkout (it has no mara_env/bench.py)")
+    if not any((other / path).is_file() for path in ("benchmarks/env_bench.py", "mara_env/bench.py")):
+        parser.error(f"other: {args.other!r} is not a MARA checkout (it has no benchmarks/env_bench.py)")
     for line in compare(other, args.repeat, args.steps, args.bank):
         print(line, flush=True)
     return 0

@@ -1,4 +1,4 @@
-"""FM inference throughput at the batch sizes its callers send (``python -m mara_agents.predictors.fm.throughput``).
+"""FM inference throughput at the batch sizes its callers send (``python -m benchmarks.fm_throughput``).
 
 The predictor benchmark (:mod:`mara_agents.predictors.bench`) times one call over a whole task set (over a
 thousand prefixes); the environment's callers send far smaller batches — the evaluation's lock-step play one
@@ -54,7 +54,7 @@ def time_calls(predictor: FlowMatchingPredictor, query: PredictorQuery, calls: i
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line settings."""
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.fm.throughput",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.fm_throughput",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=checks.argparse_type(checks.integer, None, int, low=1, high=MAX_ROWS),
                         nargs="+", default=list(ROWS), help=f"prefixes per call (at most {MAX_ROWS})")

@@ -1,4 +1,4 @@
-"""Throughput of MAT training: ``python -m mara_agents.mat.bench [--predictors fm,wls] [--modes …] [--out F]``.
+"""Throughput of MAT training: ``python -m benchmarks.mat_bench [--predictors fm,wls] [--modes …] [--out F]``.
 
 For each predictor (FM: MARA; WLS: MARA-WLS) and each rollout vectorisation (``vector_entry_point``: the
 native vector env training uses; ``sync``: Gymnasium's ``SyncVectorEnv`` over N single envs, the reference
@@ -145,7 +145,7 @@ def choices(text: str, allowed: Sequence[str], name: str) -> list[str]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.bench",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.mat_bench",
                                      description="Env steps/s of MAT training (collection and whole PPO iteration).")
     parser.add_argument("--predictors", default="fm,wls", help="comma-separated: fm, wls")
     parser.add_argument("--modes", default=",".join(VECTORIZATION_MODES),

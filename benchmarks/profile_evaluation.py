@@ -1,7 +1,7 @@
 """Where an evaluation's time and memory go: CPU time per episode for each method, and each process's peak.
 
-    python -m mara_agents.evaluation.profile                       # the full evaluation, empty scratch cache
-    python -m mara_agents.evaluation.profile table2 --loads 0.04   # any evaluate.py experiments and flags
+    python -m benchmarks.profile_evaluation                       # the full evaluation, empty scratch cache
+    python -m benchmarks.profile_evaluation table2 --loads 0.04   # any evaluate.py experiments and flags
 
 It runs ``evaluate.py`` with the given arguments (into a new scratch directory unless ``--out`` is given, so
 shipped results are never overwritten) and times every unit of work inside the process that plays it, and

@@ -1,4 +1,4 @@
-"""Time per ``rgb_array`` frame: ``python -m mara_env.render_bench [--bank DIR] [--seed S] [--every K]``.
+"""Time per ``rgb_array`` frame: ``python -m benchmarks.render_bench [--bank DIR] [--seed S] [--every K]``.
 
 Plays one default ``MARA-v0`` episode (``conflicts="repair"``) under each of two rules, renders every K-th
 step and the last one, and prints one line per rule: frames drawn, mean and worst wall-clock milliseconds

@@ -1,4 +1,4 @@
-"""Predictor accuracy on chosen curves, with CIs over curves: ``python -m mara_agents.predictors.curve_scores``.
+"""Predictor accuracy on chosen curves, with CIs over curves: ``python -m studies.curve_scores``.
 
 Table 1's protocol (:mod:`mara_agents.predictors.bench`: eight query prefixes per task, capped MAE and
 budget-success accuracy) runs here on any split and index range, e.g. the ``val`` curves that decide what
@@ -143,7 +143,7 @@ def _index_range(value: str) -> range:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.curve_scores",
+    parser = argparse.ArgumentParser(prog="python -m studies.curve_scores",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--bank", default=str(DEFAULT_BANK), type=checks.argparse_type(checks.existing_dir))
     parser.add_argument("--fm", nargs="+", required=True, metavar="NAME=CHECKPOINT", type=_named_checkpoint,

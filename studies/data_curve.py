@@ -1,4 +1,4 @@
-"""How much more training data buys: ``python -m mara_agents.evaluation.data_curve``.
+"""How much more training data buys: ``python -m studies.data_curve``.
 
 Each *point* is a training-set size: the FM predictor, and the learned allocator's members, trained on the
 first N ``train`` curves per ID family (docs/data_curve.md gives the protocol and its rules). Every point is
@@ -6,7 +6,7 @@ scored on the same ``val`` curves (never ``test``):
 
 * FM's capped MAE and budget-success accuracy, with curve-bootstrap confidence intervals, on all the chosen
   ``val`` curves and, apart, on the held-out index range that no FM selected a step on
-  (:mod:`mara_agents.predictors.curve_scores`);
+  (:mod:`studies.curve_scores`);
 * FM-slack's (over that point's FM) and the learned allocator's success on ``val`` workloads of the ID
   mixture at each load, drawn once per bank with the check seed, and the learned allocator minus FM-slack,
   paired by root (mean and t confidence interval over roots; every interval here has level 0.95).
@@ -37,7 +37,7 @@ from mara_agents.play.checkpoints import CheckpointError, bank_checksum
 from mara_agents.evaluation.stats import half_width
 from mara_common.cli import run_command
 from mara_agents.training.validation import CHECK_SEED, validation_workload
-from mara_agents.predictors.curve_scores import score
+from studies.curve_scores import score
 from mara_agents.predictors.fm.predictor import load_predictor
 from mara_agents.play.lockstep import evaluate_workload
 
@@ -198,7 +198,7 @@ def plot(results: dict[str, Any], loads: Sequence[float], path: Path) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.evaluation.data_curve",
+    parser = argparse.ArgumentParser(prog="python -m studies.data_curve",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("points", nargs="+", type=parse_point, metavar="N=FM.pt[:MEMBER.pt+...]",
                         help="a training-set size with its FM and learned-allocator members")

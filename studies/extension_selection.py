@@ -1,5 +1,5 @@
 """Choose the settings beyond the paper by the rule of ``docs/extensions.md``:
-``python -m mara_agents.evaluation.extensions select --bank B --fm-checkpoint F --out DIR``.
+``python -m studies.extension_selection select --bank B --fm-checkpoint F --out DIR``.
 
 Every candidate of the rule (:data:`CANDIDATES`: node speeds that keep the default's 7 batches per step on
 fewer nodes, and switching costs on the default 7 unit nodes), and the default for reference, is played on
@@ -33,20 +33,22 @@ from mara_common.atomic import atomic_write_text
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_agents.play.checkpoints import CheckpointError, bank_checksum
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
-from mara_agents.evaluation.data_curve import check_workloads
-from mara_agents.evaluation.extension_settings import Setting, save_settings
+from studies.data_curve import check_workloads
+from mara_agents.evaluation.extension_settings import NamedSetting, save_settings
+from mara_agents.mat.setting import Setting
 from mara_common.cli import run_command
 from mara_agents.play.lockstep import evaluate_workload
 from mara_env.engine import cached_bank, cached_workload
 from mara_env.workload import file_checksum
 
-DEFAULT = Setting("default")
+DEFAULT = NamedSetting("default")
 SPEEDS, SWITCH = "speeds", "switch cost"
-CANDIDATES: dict[str, tuple[Setting, ...]] = {
-    SPEEDS: (Setting("speeds-m6", 6, (1, 1, 1, 1, 1, 2)), Setting("speeds-m5", 5, (1, 1, 1, 2, 2)),
-             Setting("speeds-m4", 4, (1, 1, 1, 4)), Setting("speeds-m3", 3, (1, 2, 4))),
-    SWITCH: (Setting("switch-c1", switch_cost=1), Setting("switch-c2", switch_cost=2),
-             Setting("switch-c4", switch_cost=4)),
+CANDIDATES: dict[str, tuple[NamedSetting, ...]] = {
+    SPEEDS: (NamedSetting("speeds-m6", Setting(6, (1, 1, 1, 1, 1, 2))),
+             NamedSetting("speeds-m5", Setting(5, (1, 1, 1, 2, 2))),
+             NamedSetting("speeds-m4", Setting(4, (1, 1, 1, 4))), NamedSetting("speeds-m3", Setting(3, (1, 2, 4)))),
+    SWITCH: (NamedSetting("switch-c1", Setting(switch_cost=1)), NamedSetting("switch-c2", Setting(switch_cost=2)),
+             NamedSetting("switch-c4", Setting(switch_cost=4))),
 }
 HAND_WRITTEN = ("fifo", "edf", "lara-fm", "slack-fm")
 RULE_LOAD = 0.04  # the rule reads p = 0.04 only; p = 0.07 is played and shown
@@ -87,7 +89,7 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.nanmean(values)) if values else float("nan")
 
 
-def play(name: str, fm: Path, setting: Setting, workload: Path, bank: Path) -> dict[str, Any]:
+def play(name: str, fm: Path, setting: NamedSetting, workload: Path, bank: Path) -> dict[str, Any]:
     """One hand-written allocator's success (%) on a workload in a setting, overall and per root, with the
     fairness metrics' means."""
     policy = make_policy(name, fm_checkpoint=str(fm)) if name.endswith("-fm") else make_policy(name)
@@ -102,7 +104,7 @@ def play(name: str, fm: Path, setting: Setting, workload: Path, bank: Path) -> d
             "oracle": _mean([100.0 * r["oracle_rate"] for r in rows])}
 
 
-def bound(setting: Setting, workload: Path, bank: Path) -> float:
+def bound(setting: NamedSetting, workload: Path, bank: Path) -> float:
     """The Clairvoyant bound's mean success (%) over the workload's episodes, in the setting."""
     curves = cached_bank(str(bank))
     rates = [clairvoyant_successes(ep, curves, setting.num_nodes, setting.node_speeds, setting.switch_cost).mean()
@@ -110,7 +112,7 @@ def bound(setting: Setting, workload: Path, bank: Path) -> float:
     return 100.0 * _mean(rates)
 
 
-def every_candidate() -> list[Setting]:
+def every_candidate() -> list[NamedSetting]:
     """The default, then each kind's candidates."""
     return [DEFAULT, *(s for kind in CANDIDATES.values() for s in kind)]
 
@@ -145,25 +147,25 @@ def best_hand_written(entry: dict[str, Any]) -> tuple[str, float]:
     return max(((name, entry[name]["success"]) for name in HAND_WRITTEN), key=lambda item: (item[1], item[0]))
 
 
-def candidate(setting: Setting, results: dict[str, Any]) -> Candidate:
+def candidate(setting: NamedSetting, results: dict[str, Any]) -> Candidate:
     entry = results[SCORES][setting.name][f"{RULE_LOAD:g}"]
     return Candidate(setting.name, best_hand_written(entry)[1], entry["clairvoyant"], setting.num_nodes,
                      setting.switch_cost)
 
 
-def chosen_settings(results: dict[str, Any]) -> dict[str, Setting | None]:
+def chosen_settings(results: dict[str, Any]) -> dict[str, NamedSetting | None]:
     """The rule applied per kind, and "both" from the two choices (None where a kind has no candidate in band)."""
-    picks: dict[str, Setting | None] = {}
+    picks: dict[str, NamedSetting | None] = {}
     for kind, settings in CANDIDATES.items():
         pick = choose([candidate(s, results) for s in settings])
         picks[kind] = next((s for s in settings if pick is not None and s.name == pick.name), None)
     speeds, switch = picks[SPEEDS], picks[SWITCH]
-    picks["both"] = (Setting("both", speeds.num_nodes, speeds.node_speeds, switch.switch_cost)
+    picks["both"] = (NamedSetting("both", Setting(speeds.num_nodes, speeds.node_speeds, switch.switch_cost))
                      if speeds is not None and switch is not None else None)
     return picks
 
 
-def table(results: dict[str, Any], loads: Sequence[float], picks: dict[str, Setting | None]) -> str:
+def table(results: dict[str, Any], loads: Sequence[float], picks: dict[str, NamedSetting | None]) -> str:
     """A row per candidate: every allocator's success, the best, the bound and the headroom at each load."""
     head = ["kind", "setting"]
     for load in loads:
@@ -190,7 +192,7 @@ def table(results: dict[str, Any], loads: Sequence[float], picks: dict[str, Sett
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.evaluation.extensions",
+    parser = argparse.ArgumentParser(prog="python -m studies.extension_selection",
                                      description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     select = commands.add_parser("select", help="measure the candidates on val check workloads and apply the rule")
@@ -224,10 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = table(results, args.loads, picks)
     atomic_write_text(args.out / "selection.md", text + "\n")
     names = {kind: None if s is None else s.name for kind, s in picks.items()}
-    chosen = [Setting(kind.replace(" ", "-"), s.num_nodes, s.node_speeds, s.switch_cost)
+    chosen = [NamedSetting(kind.replace(" ", "-"), s.setting)
               for kind, s in picks.items() if s is not None]
     save_settings(args.out / "chosen_settings.json", chosen,
-                  {"chosen_by": "docs/extensions.md, the rule; python -m mara_agents.evaluation.extensions select",
+                  {"chosen_by": "docs/extensions.md, the rule; python -m studies.extension_selection select",
                    "candidates": names})
     print(text)
     print("chosen: " + ", ".join(f"{kind}: {name or 'none in band'}" for kind, name in names.items()))

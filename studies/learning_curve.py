@@ -1,4 +1,4 @@
-"""Validation success against env steps, from a run's snapshots: ``python -m mara_agents.mat.learning_curve``.
+"""Validation success against env steps, from a run's snapshots: ``python -m studies.learning_curve``.
 
 ``train.py mat --snapshot-every N`` exports the policy every N env steps without touching the checkpoint
 rule. This command scores every snapshot of each run, greedily, on that run's own validation workloads
@@ -158,7 +158,7 @@ def plot(summary: dict[str, list[tuple[int, float, float, int]]], path: Path, ma
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.learning_curve",
+    parser = argparse.ArgumentParser(prog="python -m studies.learning_curve",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=checks.argparse_type(checks.existing_dir),
                         help="run directories trained with --snapshot-every")

@@ -1,4 +1,4 @@
-"""Does a workload separate allocators?  ``python -m mara_agents.evaluation.workload_report``.
+"""Does a workload separate allocators?  ``python -m studies.workload_report``.
 
 For each workload file it prints tasks per episode, the Oracle and Clairvoyant bounds, FIFO and EDF, the
 median share of its window a feasible task needs alone (needed/B) and the share of tasks met within four
@@ -164,7 +164,7 @@ def format_report(summaries: Iterable[WorkloadSummary]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: report on the fixed workloads (or a directory of them) and check the gates at p = 0.04."""
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.evaluation.workload_report",
+    parser = argparse.ArgumentParser(prog="python -m studies.workload_report",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=checks.argparse_type(checks.existing_dir), default=WORKLOAD_DIR,
                         help="directory of workload files")

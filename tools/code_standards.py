@@ -5,8 +5,9 @@
 * At most ``MAX_MEASUREMENT_LINES`` comment or string lines report a measurement, a run number or a date:
   figures and history belong in ``docs/``, where they can be kept current; code says what and why.
 
-The library is ``curves/``, ``mara_env/``, ``mara_agents/``, ``train.py`` and ``evaluate.py``; tests and
-examples are not checked. ``python tools/code_standards.py`` prints every finding and exits 1 when a
+The library is ``mara_common/``, ``curves/``, ``mara_env/``, ``mara_agents/``, ``train.py`` and ``evaluate.py``,
+and the commands beside it (``studies/``, ``benchmarks/``, ``tools/ship_checkpoints.py``); tests and examples are
+not checked. ``python tools/code_standards.py`` prints every finding and exits 1 when a
 standard is broken; ``tests/test_code_standards.py`` asserts the same.
 """
 
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBRARY = ("mara_common", "curves", "mara_env", "mara_agents", "train.py", "evaluate.py")
+LIBRARY = ("mara_common", "curves", "mara_env", "mara_agents", "train.py", "evaluate.py", "studies", "benchmarks",
+           "tools/ship_checkpoints.py")
 MAX_FUNCTION_LINES = 60
 MAX_MEASUREMENT_LINES = 8
 

@@ -19,7 +19,7 @@ Every other entry, every hash included, is kept.  A path whose content differs, 
 by a recorded hash nor by the file itself, is left as is and the reason printed.  The weights are checked
 against the manifest's ``checkpoint_sha256`` and copied byte for byte; both files are written atomically.
 
-    python -m mara_agents.mat.ship runs/ext/speeds/member0p.pt mara_agents/checkpoints/extensions/speeds/member0.pt \\
+    python -m tools.ship_checkpoints runs/ext/speeds/member0p.pt mara_agents/checkpoints/extensions/speeds/member0.pt \\
         --start mara_agents/checkpoints/extensions/speeds/il0.pt --dry-run
 """
 
@@ -267,7 +267,7 @@ def ship_policy(src: str | os.PathLike[str], dest: str | os.PathLike[str],
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.ship", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.ship_checkpoints", description=__doc__.split("\n\n")[0])
     parser.add_argument("src", type=Path, help="the exported policy (with its .json manifest beside it)")
     parser.add_argument("dest", type=Path, help="where it ships, a .pt file inside the repository")
     parser.add_argument("--start", type=Path, default=None,

@@ -1,8 +1,9 @@
 """The settings beyond the paper (node speeds, switching cost) that ``evaluate.py extensions`` reports.
 
-A :class:`Setting` is a node count M with optional node speeds and a switching cost c (the env options of
-``docs/environment.md``, "Beyond the paper"), and the learned allocators trained in it.  The reported settings
-are kept in a JSON file (:data:`SHIPPED`), chosen by ``python -m mara_agents.evaluation.extensions select``
+A :class:`NamedSetting` is a :class:`~mara_agents.mat.setting.Setting` — a node count M with optional node
+speeds and a switching cost c (the env options of ``docs/environment.md``, "Beyond the paper") — under a name,
+with the learned allocators trained in it.  The reported settings
+are kept in a JSON file (:data:`SHIPPED`), chosen by ``python -m studies.extension_selection select``
 under the rule of ``docs/extensions.md``::
 
     {"settings": [{"name": "speeds", "num_nodes": 4, "node_speeds": [1, 1, 1, 4], "switch_cost": 0,
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mara_common import checks
+from mara_agents.mat.setting import Setting
 from mara_common.atomic import atomic_write_text
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -59,28 +60,28 @@ class Learned:
 
 
 @dataclass(frozen=True)
-class Setting:
-    """M nodes, their speeds (None: all 1) and the switching cost c, with the learned allocators trained in it."""
+class NamedSetting:
+    """A setting under a name, with the learned allocators trained in it."""
 
     name: str
-    num_nodes: int = 7
-    node_speeds: tuple[int, ...] | None = None
-    switch_cost: int = 0
+    setting: Setting = Setting()
     learned: tuple[Learned, ...] = field(default=(), compare=False)
 
-    def __post_init__(self) -> None:
-        checks.integer(f"{self.name}: num_nodes", self.num_nodes, 1)
-        checks.integer(f"{self.name}: switch_cost", self.switch_cost, 0)
-        if self.node_speeds is not None:
-            speeds = tuple(checks.integer(f"{self.name}: node_speeds", v, 1) for v in self.node_speeds)
-            if len(speeds) != self.num_nodes:
-                raise ValueError(f"{self.name}: node_speeds {list(speeds)} must hold num_nodes = {self.num_nodes} "
-                                 "speeds")
-            object.__setattr__(self, "node_speeds", speeds)
+    @property
+    def num_nodes(self) -> int:
+        return self.setting.num_nodes
+
+    @property
+    def node_speeds(self) -> tuple[int, ...] | None:
+        return self.setting.node_speeds
+
+    @property
+    def switch_cost(self) -> int:
+        return self.setting.switch_cost
 
     def env_options(self) -> dict[str, Any]:
         """The env keyword arguments of the setting (``num_nodes``, ``node_speeds``, ``switch_cost``)."""
-        return {"num_nodes": self.num_nodes, "node_speeds": self.node_speeds, "switch_cost": self.switch_cost}
+        return self.setting.options()
 
     def describe(self) -> str:
         """``M = 4, speeds (1, 1, 1, 4), c = 0`` — what the tables show."""
@@ -88,9 +89,7 @@ class Setting:
         return f"M = {self.num_nodes}, speeds {speeds}, c = {self.switch_cost}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "num_nodes": self.num_nodes,
-                "node_speeds": None if self.node_speeds is None else list(self.node_speeds),
-                "switch_cost": self.switch_cost, "learned": [entry.to_json() for entry in self.learned]}
+        return {"name": self.name, **self.setting.record(), "learned": [entry.to_json() for entry in self.learned]}
 
 
 def _learned(where: str, entry: Any) -> Learned:
@@ -109,7 +108,7 @@ def _learned(where: str, entry: Any) -> Learned:
     return Learned(label, entry["method"], tuple(paths))
 
 
-def setting_from_json(where: str, entry: Any) -> Setting:
+def setting_from_json(where: str, entry: Any) -> NamedSetting:
     """One setting from its JSON object (``where`` names it in errors)."""
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
         raise ValueError(f"{where}: each setting needs a non-empty \"name\", got {entry!r}")
@@ -124,13 +123,14 @@ def setting_from_json(where: str, entry: Any) -> Setting:
     if len(set(labels)) != len(labels):
         raise ValueError(f"{where} {entry['name']}: the learned labels must be unique, got {labels}")
     try:
-        return Setting(entry["name"], entry.get("num_nodes", 7), None if speeds is None else tuple(speeds),
-                       entry.get("switch_cost", 0), entries)
-    except TypeError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        setting = Setting(entry.get("num_nodes", Setting().num_nodes), None if speeds is None else tuple(speeds),
+                          entry.get("switch_cost", 0))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where} {entry['name']}: {exc}") from None
+    return NamedSetting(entry["name"], setting, entries)
 
 
-def load_settings(path: Path = SHIPPED) -> list[Setting]:
+def load_settings(path: Path = SHIPPED) -> list[NamedSetting]:
     """The settings of a settings file; a bad file is a ``ValueError`` naming it."""
     try:
         data = json.loads(Path(path).read_text())
@@ -146,7 +146,7 @@ def load_settings(path: Path = SHIPPED) -> list[Setting]:
     return settings
 
 
-def save_settings(path: Path, settings: list[Setting], extra: dict[str, Any] | None = None) -> None:
+def save_settings(path: Path, settings: list[NamedSetting], extra: dict[str, Any] | None = None) -> None:
     """Write a settings file atomically (``extra`` keys go beside ``settings``, e.g. how they were chosen)."""
     data = {**(extra or {}), "settings": [s.to_json() for s in settings]}
     atomic_write_text(Path(path), json.dumps(data, indent=1) + "\n")

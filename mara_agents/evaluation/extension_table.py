@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mara_common.atomic import atomic_write_text
-from mara_agents.evaluation.extension_settings import Setting
+from mara_agents.evaluation.extension_settings import NamedSetting
 from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.evaluation.harness import Settings, evaluate
 from mara_agents.evaluation.methods import CLAIRVOYANT, ORACLE
@@ -55,19 +55,19 @@ TEXT = ("Settings beyond the paper (docs/extensions.md says how they were chosen
 class Played:
     """One setting's rows, the learned allocators played in it, and what was left out and why."""
 
-    setting: Setting
+    setting: NamedSetting
     rows: list[dict[str, Any]]
     hand_written: list[str]
     learned: list[str]
     notes: list[str]
 
 
-def env_options(setting: Setting) -> tuple[tuple[str, Any], ...]:
+def env_options(setting: NamedSetting) -> tuple[tuple[str, Any], ...]:
     """The harness's env options of a setting, fairness metrics on."""
     return tuple(sorted({**setting.env_options(), "fairness_metrics": True}.items()))
 
 
-def learned_methods(setting: Setting) -> tuple[list[str], list[str]]:
+def learned_methods(setting: NamedSetting) -> tuple[list[str], list[str]]:
     """The learned allocators of a setting whose checkpoints are there (as harness policies), and a note for
     each of the others."""
     methods, notes = [], []
@@ -89,7 +89,7 @@ def bound_fairness(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, MIN_KEY: min(rates), JAIN_KEY: jain_index(rates)}
 
 
-def play_setting(setting: Setting, base: Settings, loads: Sequence[float],
+def play_setting(setting: NamedSetting, base: Settings, loads: Sequence[float],
                  hand_written: Sequence[str] = HAND_WRITTEN) -> Played:
     """The hand-written allocators and the setting's learned ones, with the bounds, at each load."""
     learned, notes = learned_methods(setting)
@@ -151,7 +151,7 @@ def summary_grid(every: Sequence[Played], loads: Sequence[float]) -> Grid:
     return grid
 
 
-def run_extensions(settings: Sequence[Setting], base: Settings, loads: Sequence[float] = LOADS,
+def run_extensions(settings: Sequence[NamedSetting], base: Settings, loads: Sequence[float] = LOADS,
                    hand_written: Sequence[str] = HAND_WRITTEN) -> tuple[list[Played], dict[str, Grid]]:
     """Play every setting and build its table and the summary."""
     every = [play_setting(setting, base, loads, hand_written) for setting in settings]

@@ -79,15 +79,15 @@ class Lockstep:
         self.restart = restart
         self.on_end = on_end
         self.observation, _ = env.reset(seed=seed, options=options)
-        self.live = np.ones(env.num_envs, dtype=bool)
+        self.running = np.ones(env.num_envs, dtype=bool)  # sub-envs whose episode is still played
         self.returns = np.zeros(env.num_envs)
 
     def play(self, decide: Decide, steps: int | None = None) -> Played:
         """Play ``steps`` vector steps, or (``None``) until no played episode is left."""
         actions = np.zeros(self.env.action_space.shape, dtype=np.int64)
         rewards, terminations, ended = [], [], []
-        while self.live.any() if steps is None else len(rewards) < steps:
-            rows = np.flatnonzero(self.live)
+        while self.running.any() if steps is None else len(rewards) < steps:
+            rows = np.flatnonzero(self.running)
             actions[:] = 0  # idle in retired sub-envs
             actions[rows] = decide(self.observation, rows)
             self.observation, reward, terminated, _, info = self.env.step(actions)
@@ -104,7 +104,7 @@ class Lockstep:
         metrics = info["episode_metrics"]
         keys = [key for key in metrics if not key.startswith("_")]
         ended = []
-        for row in np.flatnonzero(terminated & self.live).tolist():
+        for row in np.flatnonzero(terminated & self.running).tolist():
             record = {**{key: float(metrics[key][row]) for key in keys}, "return": float(self.returns[row])}
             if self.on_end is not None:
                 record.update(self.on_end(self.env, row))
@@ -113,7 +113,7 @@ class Lockstep:
         options = (self.restart(terminated) if self.restart is not None else None) or {}
         self.observation, _ = self.env.reset(options={**options, "reset_mask": terminated.copy()})
         if self.restart is None:
-            self.live &= ~terminated
+            self.running &= ~terminated
         return ended
 
 

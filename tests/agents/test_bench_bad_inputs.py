@@ -22,17 +22,18 @@ import train as train_cli
 from cli_status import exit_status
 from mara_agents import make_policy
 from mara_agents.play.checkpoints import CheckpointError, manifest_path, write_checksum_manifest
-from mara_agents.evaluation import profile, workload_report
+from benchmarks import profile_evaluation as profile
+from studies import workload_report
 from mara_common.cli import INTERRUPTED, run_command
-from mara_agents.mat import bench as mat_bench
-from mara_agents.mat import decode_bench
+from benchmarks import decode_bench
+from benchmarks import mat_bench
 from mara_agents.training import validation
 from mara_agents.mat.checkpoint import export_policy, load_policy_model
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.predictors import bench as predictor_bench
 from mara_agents.predictors.demand import make_demand
 from mara_agents.predictors.fm import FlowMatchingModel, FMHyperParameters, load_model, save_checkpoint
-from mara_agents.predictors.fm import throughput
+from benchmarks import fm_throughput as throughput
 
 
 @pytest.fixture(name="bare_fm")

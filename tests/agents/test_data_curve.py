@@ -1,4 +1,4 @@
-"""The data curve's measurement (``mara_agents.evaluation.data_curve``) on the synthetic bank."""
+"""The data curve's measurement (``studies.data_curve``) on the synthetic bank."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mara_agents.evaluation.data_curve import run
+from studies.data_curve import run
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from mara_agents.predictors.base import Prediction
 from mara_agents.predictors.demand import make_demand
 from mara_agents.predictors.fm.predictor import load_predictor
 from mara_agents.predictors.wls import WLSPredictor
-from mara_env.bench import fifo_picks
+from benchmarks.env_bench import fifo_picks
 from mara_env.flat import flat_size
 from vector_compare import play_both
 

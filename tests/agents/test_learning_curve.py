@@ -1,4 +1,4 @@
-"""Validation success against env steps from a run's snapshots (``mara_agents.mat.learning_curve``)."""
+"""Validation success against env steps from a run's snapshots (``studies.learning_curve``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from mara_agents.evaluation.stats import half_width
-from mara_agents.mat.learning_curve import run, summarise
+from studies.learning_curve import run, summarise
 from mara_agents.training.train import train
 
 from conftest import tiny_config
@@ -62,7 +62,7 @@ def test_a_run_without_snapshots_is_one_line_and_status_2(bank_dir, tmp_path, ca
 def test_thinning_keeps_the_multiples_the_last_snapshot_and_the_two_around_each_mark():
     from pathlib import Path
 
-    from mara_agents.mat.learning_curve import thinned
+    from studies.learning_curve import thinned
     found = [(step, Path(f"step_{step}.pt")) for step in range(1400, 100_801, 1400)]
     kept = [step for step, _ in thinned(found, 8400, [10_500])]
     assert kept == sorted({*range(8400, 100_801, 8400), 9800, 11200})  # 100,800 is a multiple and the last

@@ -15,7 +15,7 @@ from mara_agents import make_policy
 from mara_agents.allocators.registry import CHECKPOINT_DIR, TRAINING_SEEDS, ensemble_members
 from mara_agents.play.checkpoints import file_sha256
 from mara_agents.mat.checkpoint import export_policy, load_policy_model
-from mara_agents.mat import decode_bench
+from benchmarks import decode_bench
 from mara_agents.mat.ensemble import MATEnsemble, load_mat_ensemble
 from mara_agents.mat.masks import teacher_forced_masks
 from mara_agents.mat.model import MATHyperParameters, MATModel, masked

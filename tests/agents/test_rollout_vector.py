@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import mara_agents.training.train as mat_train
-from mara_agents.mat import bench
+from benchmarks import mat_bench as bench
 from mara_agents.training.critic import PrivilegedCritic
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.training.ppo import ValueNorm

@@ -1,4 +1,4 @@
-"""Shipping a trained policy (python -m mara_agents.mat.ship): the weights are copied byte for byte, and each
+"""Shipping a trained policy (python -m tools.ship_checkpoints): the weights are copied byte for byte, and each
 recorded path is relabelled to the shipped place exactly when its content is the same."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from mara_agents.mat import ship
+from tools import ship_checkpoints as ship
 from mara_agents.mat.checkpoint import load_policy
-from mara_agents.mat.ship import ShipError, ShippedPlaces, ship_policy
+from tools.ship_checkpoints import ShipError, ShippedPlaces, ship_policy
 from mara_agents.training.train import train
 from mara_agents.predictors.fm import FlowMatchingModel, save_checkpoint
 
@@ -200,7 +200,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, scratch, repo,
 
 def test_the_command_line_answers_bad_input_with_one_line_and_status_2(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "mara_agents.mat.ship", str(tmp_path / "none.pt"),
+    done = subprocess.run([sys.executable, "-m", "tools.ship_checkpoints", str(tmp_path / "none.pt"),
                            str(ROOT / "none.pt")], capture_output=True, text=True, env=env, cwd=tmp_path,
                           check=False)
     assert done.returncode == 2 and done.stderr.strip() == f"error: SRC: {tmp_path / 'none.pt'} not found"

@@ -59,7 +59,7 @@ def test_restarted_sub_envs_play_on_with_fresh_returns_and_the_episodes_restart_
     second = loop.play(lambda observation, rows: np.zeros((len(rows), 1), dtype=np.int64), steps=2)
     assert [(row, record["return"]) for row, record in first.ended + second.ended] == [(0, 1.0), (0, 5.0), (1, 10.0)]
     assert env.resets[1] == (1, [True, False], ["next", None])
-    assert loop.observation["x"][0, 0] == 4.0 and loop.live.all()
+    assert loop.observation["x"][0, 0] == 4.0 and loop.running.all()
 
 
 @pytest.mark.parametrize("steps", [0, 3])

@@ -1,10 +1,10 @@
-"""``python -m mara_env.bench`` runs end to end on a small bank and prints every figure it promises."""
+"""``python -m benchmarks.env_bench`` runs end to end on a small bank and prints every figure it promises."""
 
 import re
 
 import pytest
 
-from mara_env.bench import main
+from benchmarks.env_bench import main
 
 
 def test_bench_prints_and_writes_every_figure(bank_dir, tmp_path, capsys):
@@ -39,7 +39,7 @@ def test_bench_refuses_an_unwritable_out_before_running(tmp_path, capsys, where,
     (tmp_path / "a_folder").mkdir()
     (tmp_path / "a_file").write_text("x")
     out = where if where.startswith("/") else str(tmp_path / where) if where else str(tmp_path)
-    monkeypatch.setattr("mara_env.bench.run", lambda *args: pytest.fail("the bench ran"))
+    monkeypatch.setattr("benchmarks.env_bench.run", lambda *args: pytest.fail("the bench ran"))
     with pytest.raises(SystemExit) as exit_info:
         main(["--steps", "1000", "--out", out])
     assert exit_info.value.code == 2
@@ -50,8 +50,8 @@ def test_bench_refuses_an_unwritable_out_before_running(tmp_path, capsys, where,
 
 
 def test_bench_compare_runs_both_checkouts_and_prints_each_figures_ratio(bank_dir, capsys):
-    from mara_env.bench_compare import THIS_CHECKOUT
-    from mara_env.bench_compare import main as compare_main
+    from benchmarks.env_bench_compare import THIS_CHECKOUT
+    from benchmarks.env_bench_compare import main as compare_main
 
     assert compare_main([str(THIS_CHECKOUT), "--repeat", "1", "--steps", "1000", "--bank", str(bank_dir)]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -65,7 +65,7 @@ def test_bench_compare_runs_both_checkouts_and_prints_each_figures_ratio(bank_di
 
 @pytest.mark.parametrize("argv", [["/no/such"], ["/"], [".", "--repeat", "0"], [".", "--steps", "10"]])
 def test_bench_compare_refuses_bad_arguments(argv, capsys):
-    from mara_env.bench_compare import main as compare_main
+    from benchmarks.env_bench_compare import main as compare_main
 
     with pytest.raises(SystemExit) as exit_info:
         compare_main(argv)

@@ -11,7 +11,7 @@ from gymnasium.wrappers.vector import RecordEpisodeStatistics
 import mara_env  # noqa: F401  (registers MARA-v0)
 from curves.bank import load_bank
 from mara_env import history_copies
-from mara_env.bench import fifo_picks, random_legal_picks
+from benchmarks.env_bench import fifo_picks, random_legal_picks
 from mara_env.shaping import potential, potential_batch
 from mara_env.tasksets import TASK_SETS
 from mara_env.vector_env import MARAVectorEnv

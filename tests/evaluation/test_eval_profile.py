@@ -1,4 +1,4 @@
-"""``python -m mara_agents.evaluation.profile``: the evaluation runs as usual and every played episode is counted
+"""``python -m benchmarks.profile_evaluation``: the evaluation runs as usual and every played episode is counted
 once, under its method, with the time and peak memory of the process that played it; the processes that
 probe the methods and compute Table 1 are reported on lines of their own."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from eval_fixtures import workloads_fixture  # noqa: F401  (provides the workloads_dir fixture)
 
-from mara_agents.evaluation.profile import main
+from benchmarks.profile_evaluation import main
 
 
 def test_profile_counts_every_episode_under_its_method(bank_dir: Path, workloads_dir: Path, tmp_path: Path,

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from eval_fixtures import workloads_fixture  # noqa: F401  (provides the workloads_dir fixture)
 
-from mara_agents.evaluation import extensions
+from studies import extension_selection as extensions
 from mara_agents.evaluation.cli import main as evaluate_main
-from mara_agents.evaluation.extension_settings import Learned, Setting, load_settings, save_settings
-from mara_agents.evaluation.extensions import Candidate, choose
+from mara_agents.evaluation.extension_settings import Learned, NamedSetting, load_settings, save_settings
+from mara_agents.mat.setting import Setting
+from studies.extension_selection import Candidate, choose
 from mara_agents.evaluation.methods import parse_user_policy
 
 
@@ -108,7 +109,7 @@ def test_a_selection_measured_with_other_inputs_is_not_mixed_in(tmp_path, bank_d
 def test_a_settings_file_round_trips_and_names_a_learned_allocator_as_a_policy(tmp_path):
     learned = Learned("MAT-IL", "mat-il-ens", ("runs/a.pt", "runs/b.pt"))
     path = tmp_path / "settings.json"
-    save_settings(path, [Setting("fast", 4, (1, 1, 1, 4), 2, (learned,))], {"chosen_by": "a test"})
+    save_settings(path, [NamedSetting("fast", Setting(4, (1, 1, 1, 4), 2), (learned,))], {"chosen_by": "a test"})
     [setting] = load_settings(path)
     assert (setting.name, setting.num_nodes, setting.node_speeds, setting.switch_cost) == ("fast", 4, (1, 1, 1, 4), 2)
     assert setting.learned == (learned,)
@@ -150,7 +151,8 @@ def extension_run(bank_dir, workloads_dir, tmp_path_factory):
     switching cost, and a learned allocator whose checkpoint is missing."""
     tmp = tmp_path_factory.mktemp("extensions")
     settings = tmp / "settings.json"
-    save_settings(settings, [Setting("fast", 4, (1, 1, 1, 4), 1, (Learned("ghost", "mara", ("no/such.pt",)),))])
+    ghost = Learned("ghost", "mara", ("no/such.pt",))
+    save_settings(settings, [NamedSetting("fast", Setting(4, (1, 1, 1, 4), 1), (ghost,))])
     readme = tmp / "results.md"
     readme.write_text("# Results\n\n## Results\n\nthe paper's tables\n")
     status = evaluate_main(["extensions", "--bank", str(bank_dir), "--workloads", str(workloads_dir), "--roots", "2",

@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mara_agents.evaluation.workload_report import TaskStats, format_report, gate_failures, gate_summaries
+from studies.workload_report import TaskStats, format_report, gate_failures, gate_summaries
 
 
 @pytest.fixture(scope="module")

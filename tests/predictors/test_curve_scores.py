@@ -1,4 +1,4 @@
-"""Predictor scores on chosen curves, with curve-bootstrap intervals (``mara_agents.predictors.curve_scores``)."""
+"""Predictor scores on chosen curves, with curve-bootstrap intervals (``studies.curve_scores``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from curves.bank import load_bank
 from mara_agents.predictors.bench import build_queries
-from mara_agents.predictors.curve_scores import CurveBootstrap, run, score
+from studies.curve_scores import CurveBootstrap, run, score
 from mara_agents.predictors.fm import FlowMatchingModel, FMHyperParameters, save_checkpoint
 from mara_agents.predictors.wls import WLSPredictor
 from test_bench import Oracle

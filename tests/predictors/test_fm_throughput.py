@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mara_agents.predictors.base import PredictorQuery
-from mara_agents.predictors.fm.throughput import main, sample_query
+from benchmarks.fm_throughput import main, sample_query
 
 
 def test_prints_a_row_per_batch_size_with_positive_times(tiny_bank, capsys):

@@ -12,8 +12,8 @@ scheduled with FIFO, EDF and FM-slack, and a table compares how many jobs met th
 
     python examples/own_jobs.py [--quick] [--nodes 2] [--out DIR]
 
-``--quick`` runs the first eight jobs.  ``python -m mara_agents.jobs run examples/own_jobs.py``
-schedules the same jobs (``JOBS``) from the command line, and ``python -m mara_agents.jobs forecast
+``--quick`` runs the first eight jobs.  ``python -m mara_agents.live.jobs run examples/own_jobs.py``
+schedules the same jobs (``JOBS``) from the command line, and ``python -m mara_agents.live.jobs forecast
 examples/own_jobs.py`` scores the FM and WLS forecasts on them.
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mara_agents.jobs import Job, schedule
+from mara_agents.live.jobs import Job, schedule
 
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")  # apt-get install dataset-fashion-mnist
 TEXT = Path("/usr/share/common-licenses/GPL-3")             # in every Debian system (base-files)

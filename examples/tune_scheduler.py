@@ -109,7 +109,7 @@ def run(policy: str, trials: list[tuple[str, int, float, int]], nodes: int, stor
     """Tune the trials under ``MARAScheduler(policy)``; returns the scheduler's outcome per trial and the wall time."""
     from ray import tune
 
-    from mara_agents.tune import MARAScheduler
+    from mara_agents.live.tune import MARAScheduler
 
     by_seed = {seed: (kind, target, deadline) for kind, seed, target, deadline in trials}
     space = {"seed": tune.grid_search(list(by_seed)), "lr": 1e-3,

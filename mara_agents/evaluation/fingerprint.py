@@ -51,11 +51,11 @@ def bank_fingerprint(bank: str) -> str:
     return files_fingerprint(p for p in root.iterdir() if p.suffix in (".json", ".npz"))
 
 
-# Modules of mara_env that the evaluation's single-env play never runs: the native vector env, the benchmark,
-# the renderer, the PettingZoo front end and the workload generators (a workload's content is hashed on its own).
+# Modules of mara_env that the evaluation's single-env play never runs: the native vector env, the renderer,
+# the PettingZoo front end and the workload generators (a workload's content is hashed on its own).
 # Every other module, and any new one, counts as dynamics.
-NOT_DYNAMICS = frozenset({"batched.py", "vector_env.py", "bench.py", "render.py", "pettingzoo_env.py",
-                          "fixed_workloads.py", "tasksets.py"})
+NOT_DYNAMICS = frozenset({"batched.py", "vector_env.py", "render.py", "pettingzoo_env.py", "fixed_workloads.py",
+                          "tasksets.py"})
 
 
 @lru_cache(maxsize=1)

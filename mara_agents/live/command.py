@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -23,8 +22,8 @@ import numpy as np
 from tqdm import tqdm
 
 from mara_common.ray_support import require_ray
-from mara_agents import POLICIES, Policy, make_policy
-from mara_common.cli import raise_interrupt
+from mara_agents.allocators.registry import POLICIES, make_policy
+from mara_agents.play.policy import Policy
 from mara_env.config import MARAConfig
 from mara_env.live import LiveEpisode, LiveMARAEnv, LiveSettings, LiveTask, replay_mismatches
 from mara_env.live.runner import connect
@@ -231,7 +230,3 @@ def main(argv: list[str] | None = None) -> int:
             ray.shutdown()
     return 0
 
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, raise_interrupt)
-    raise SystemExit(main())

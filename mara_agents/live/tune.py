@@ -36,7 +36,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
 from curves.bank import FamilySpec
-from mara_agents.jobs.schedule import build_policy
+from mara_agents.live.jobs.schedule import build_policy
 from mara_agents.play.policy import Policy
 from mara_env.config import MARAConfig
 from mara_env.live.simulator import LiveSimulator

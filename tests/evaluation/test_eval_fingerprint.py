@@ -118,4 +118,4 @@ def test_code_a_policy_never_imports_is_not_in_its_fingerprint():
 
     files = {Path(p).relative_to(Path(p).parents[1]).as_posix() for p in closure_files(build_policy("mara", 0))}
     assert "mat/model.py" in files and "predictors/demand.py" in files
-    assert not files & {"mat/ppo.py", "mat/train.py", "predictors/train.py", "allocators/registry.py"}
+    assert not files & {"training/ppo.py", "training/train.py", "predictors/train.py", "allocators/registry.py"}

@@ -1,4 +1,4 @@
-"""``python -m mara_agents.jobs run FILE`` and ``python -m mara_agents.live``: a job file runs end to end; bad files
+"""``python -m mara_agents.live.jobs run FILE`` and ``python -m mara_agents.live``: a job file runs end to end; bad files
 and fields are one line and exit 2; an unreachable Ray address is one line and exit 1 within 30 s; SIGTERM
 stops the jobs, saves what was recorded, exits 130 and leaves no process behind."""
 
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "evaluation"))
 from test_interrupt import descendants, wait_gone  # noqa: E402
 from test_ray_eval import _command_line  # noqa: E402
 
-from mara_agents.jobs.__main__ import main  # noqa: E402
+from mara_agents.live.jobs.__main__ import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = '''
@@ -42,7 +42,7 @@ def slow_step(state):
     return step(state, 0.3)
 '''
 JOBS = CODE + '''
-from mara_agents.jobs import Job
+from mara_agents.live.jobs import Job
 
 JOBS = [Job("quick-a", setup, step, target=0.6, budget=20), Job("quick-b", setup, step, target=0.6, budget=20, arrival=1)]
 '''
@@ -119,7 +119,7 @@ def test_a_bad_setting_is_one_line_and_exit_2_before_ray_starts(tmp_path, capsys
     assert not ray.is_initialized()
 
 
-@pytest.mark.parametrize("command", [["mara_agents.jobs", "run", "JOBS"], ["mara_agents.live"]])
+@pytest.mark.parametrize("command", [["mara_agents.live.jobs", "run", "JOBS"], ["mara_agents.live"]])
 def test_an_unreachable_ray_address_fails_within_30_s_naming_it(tmp_path, command):
     (tmp_path / "jobs.py").write_text(JOBS)
     argv = [str(tmp_path / "jobs.py") if word == "JOBS" else word for word in command[1:]]
@@ -155,7 +155,7 @@ def sigterm_after(command: list[str], started: str, tmp_path: Path) -> tuple[sub
 def test_sigterm_stops_the_jobs_saves_what_was_recorded_and_leaves_no_process(tmp_path):
     (tmp_path / "code.py").write_text(CODE)
     (tmp_path / "jobs.toml").write_text(TOML)
-    process, stderr, children = sigterm_after(["mara_agents.jobs", "run", str(tmp_path / "jobs.toml"), "--nodes", "2",
+    process, stderr, children = sigterm_after(["mara_agents.live.jobs", "run", str(tmp_path / "jobs.toml"), "--nodes", "2",
                                                "--out", str(tmp_path / "out")], "job_step", tmp_path)
     lines = [line for line in stderr.splitlines() if line.startswith("interrupted")]
     assert process.returncode == 130 and "Traceback" not in stderr, stderr

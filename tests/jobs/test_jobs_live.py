@@ -16,8 +16,8 @@ ray = pytest.importorskip("ray", reason="the Ray tests need the [ray] extra")
 
 from curves.bank import load_bank  # noqa: E402
 from mara_agents import POLICIES, make_policy  # noqa: E402
-from mara_agents.jobs import Job, schedule  # noqa: E402
-from mara_agents.jobs.schedule import trained_nodes  # noqa: E402
+from mara_agents.live.jobs import Job, schedule  # noqa: E402
+from mara_agents.live.jobs.schedule import trained_nodes  # noqa: E402
 from mara_env.live import replay_mismatches  # noqa: E402
 from mara_env.live.tasks import tracked  # noqa: E402
 

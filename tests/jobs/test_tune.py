@@ -1,4 +1,4 @@
-"""``mara_agents.tune.MARAScheduler`` drives a real ``tune.Tuner`` of small trials on a local Ray with 2 CPUs."""
+"""``mara_agents.live.tune.MARAScheduler`` drives a real ``tune.Tuner`` of small trials on a local Ray with 2 CPUs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ray = pytest.importorskip("ray", reason="the Tune tests need the [ray] extra")
 
 from ray import tune  # noqa: E402
 
-from mara_agents.tune import MARAScheduler  # noqa: E402
+from mara_agents.live.tune import MARAScheduler  # noqa: E402
 
 
 class Fit(tune.Trainable):

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("ray", reason="the live command needs the [ray] extra")
 
-from mara_agents.live import main  # noqa: E402
+from mara_agents.live.command import main  # noqa: E402
 
 
 @pytest.mark.parametrize("argv, message", [(["--policy", "nope"], "unknown policy 'nope'"),

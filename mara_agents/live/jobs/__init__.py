@@ -3,12 +3,12 @@
 A :class:`Job` is the user's code — ``setup(seed) -> state`` and ``step(state) -> (state, loss)`` — with a
 target loss ε (and the metric it applies to), an arrival step and a budget B in steps, its recipe features
 (batch size, learning rate) and its resources.  :func:`schedule` runs a list of jobs on M nodes under any
-registered allocator; ``python -m mara_agents.jobs run FILE`` does the same for a Python or TOML job file.
+registered allocator; ``python -m mara_agents.live.jobs run FILE`` does the same for a Python or TOML job file.
 See ``docs/jobs.md``.
 """
 
-from mara_agents.jobs.outcome import JobOutcome
-from mara_agents.jobs.schedule import ScheduleResult, schedule
+from mara_agents.live.jobs.outcome import JobOutcome
+from mara_agents.live.jobs.schedule import ScheduleResult, schedule
 from mara_env.live.jobs import Job
 from mara_env.live.tasks import METRICS
 

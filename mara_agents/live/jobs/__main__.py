@@ -1,7 +1,7 @@
-"""``python -m mara_agents.jobs run FILE``: schedule the jobs a Python or TOML file describes, live on Ray.
+"""``python -m mara_agents.live.jobs run FILE``: schedule the jobs a Python or TOML file describes, live on Ray.
 
-``python -m mara_agents.jobs forecast FILE`` runs each job offline to twice its budget and scores the FM and
-WLS forecasts on it as Table 1 does, beside the bank's test curves (:mod:`mara_agents.jobs.forecast`).
+``python -m mara_agents.live.jobs forecast FILE`` runs each job offline to twice its budget and scores the FM and
+WLS forecasts on it as Table 1 does, beside the bank's test curves (:mod:`mara_agents.live.jobs.forecast`).
 
 Shows the jobs table while they run (``--no-progress`` hides it), then prints the final table, writes the
 jobs' bank, the timeline and their outcomes into ``--out`` (default: a new scratch folder, named on the last
@@ -21,13 +21,13 @@ from pathlib import Path
 from mara_common.ray_support import require_ray
 from mara_agents.allocators.registry import POLICIES
 from mara_common.cli import raise_interrupt
-from mara_agents.jobs.files import JobFileError, load_jobs
-from mara_agents.jobs.schedule import schedule
-from mara_agents.live import writable_folder
+from mara_agents.live.jobs.files import JobFileError, load_jobs
+from mara_agents.live.jobs.schedule import schedule
+from mara_agents.live.command import writable_folder
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.jobs", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m mara_agents.live.jobs", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="schedule the jobs of a job file")
     run.add_argument("file", help="a .py file defining JOBS, or a .toml job file (docs/jobs.md)")
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "forecast":
         return _forecast(args)
     try:
-        require_ray("python -m mara_agents.jobs")
+        require_ray("python -m mara_agents.live.jobs")
         jobs = load_jobs(args.file)
         out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="mara-jobs-"))
         writable_folder(out, "--out")
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _forecast(args: argparse.Namespace) -> int:
-    from mara_agents.jobs.forecast import forecast_table
+    from mara_agents.live.jobs.forecast import forecast_table
 
     try:
         jobs = load_jobs(args.file)

@@ -1,4 +1,4 @@
-"""Job files for ``python -m mara_agents.jobs run FILE``: a Python file defining ``JOBS``, or a TOML file.
+"""Job files for ``python -m mara_agents.live.jobs run FILE``: a Python file defining ``JOBS``, or a TOML file.
 
 A **Python** job file is run as a module and must define ``JOBS``, a list of :class:`~mara_env.live.jobs.Job`.
 
@@ -56,7 +56,7 @@ def load_jobs(path: str | Path) -> tuple[Job, ...]:
     if path.suffix == ".py":
         jobs = getattr(_import_file(path), "JOBS", None)
         if jobs is None:
-            raise JobFileError(f"{path}: defines no JOBS (a list of mara_agents.jobs.Job)")
+            raise JobFileError(f"{path}: defines no JOBS (a list of mara_agents.live.jobs.Job)")
         try:
             return check_jobs(list(jobs) if isinstance(jobs, (list, tuple)) else jobs)
         except (TypeError, ValueError) as exc:

@@ -10,7 +10,7 @@ fallback as for the bank's tasks.
 To score them, each job is run offline to 2·B steps (its "recorded curve", as bank curves are recorded to
 twice their budget), and the queries follow Table 1's protocol (:mod:`mara_agents.predictors.bench`): eight
 prefixes spread over [4, min(c − 1, B − 1)], c the first step whose tracked loss is ≤ ε, the truth c − s
-capped at the horizon 2·B − s, and the capped MAE.  ``python -m mara_agents.jobs forecast FILE`` prints the
+capped at the horizon 2·B − s, and the capped MAE.  ``python -m mara_agents.live.jobs forecast FILE`` prints the
 user jobs' rows beside the bank's test curves.
 """
 

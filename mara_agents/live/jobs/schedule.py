@@ -7,7 +7,7 @@ back into the observation.  The run ends when every job has left (succeeded, exp
 
 * ``bank/`` — each job's reported losses as a curve bank, ``<job name>/test/<index>``;
 * ``episode.json`` — the settings, the jobs, and per step the joint action, the losses, failures, timings;
-* ``jobs.json`` — each job's outcome (:class:`~mara_agents.jobs.outcome.JobOutcome`);
+* ``jobs.json`` — each job's outcome (:class:`~mara_agents.live.jobs.outcome.JobOutcome`);
 
 and replays the decisions in the simulator over the recorded curves (:func:`mara_env.live.replay_mismatches`).
 """
@@ -25,8 +25,8 @@ import numpy as np
 
 from mara_common.atomic import atomic_write_json
 from mara_common.ray_support import require_ray
-from mara_agents.jobs.outcome import JobOutcome, ProgressTable, job_outcomes, outcome_table
-from mara_agents.live import latency_rows, play_episode, writable_folder
+from mara_agents.live.jobs.outcome import JobOutcome, ProgressTable, job_outcomes, outcome_table
+from mara_agents.live.command import latency_rows, play_episode, writable_folder
 from mara_agents.play.policy import Policy
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_env.config import MARAConfig
@@ -121,7 +121,7 @@ def schedule(jobs: Sequence[Job], policy: str | Policy = "slack-fm", nodes: int 
     On Ctrl-C (or SIGTERM mapped to ``KeyboardInterrupt``) the running steps are cancelled, what was recorded
     is saved to ``out``, and ``KeyboardInterrupt`` is raised again.
     """
-    ray = require_ray("mara_agents.jobs.schedule")
+    ray = require_ray("mara_agents.live.jobs.schedule")
     jobs = check_jobs(jobs)
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise ValueError(f"nodes must be a positive integer, got {nodes!r}")

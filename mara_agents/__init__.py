@@ -3,7 +3,10 @@
 ``make_policy(name)`` builds a registered allocator (:mod:`mara_agents.allocators`); every allocator follows the
 :class:`Policy` protocol (``reset()``, ``act(observation) -> joint action``) and plays the PettingZoo envs
 through :class:`NodeActor`.  Demand estimates come from :mod:`mara_agents.predictors` (``make_demand``);
-MAT's model and training live in :mod:`mara_agents.mat`; ``evaluate.py`` runs :mod:`mara_agents.evaluation`.
+MAT's model and policy live in :mod:`mara_agents.mat`, its training in :mod:`mara_agents.training`;
+``evaluate.py`` runs :mod:`mara_agents.evaluation`.  The folders by role, in their import order:
+``play``, ``predictors``, ``rules``, ``envs``, ``mat``, ``allocators``, ``training``, ``evaluation``, ``live``
+(``docs/layout.md``).
 
 Importing it registers ``MARA-Forecast-v0`` (:mod:`mara_agents.envs.forecast`): MARA-v0 with a frozen
 predictor's forecast in the observation, as a Gymnasium env, a native vector env and PettingZoo envs.

@@ -3,8 +3,8 @@
 :data:`MOVED` maps each old dotted path to its new one; :class:`MovedModules`, a finder placed right after
 the standard path finder (so it is asked only when no module file exists at a path, and before an editable
 install's finder could find a stale copy), answers an old path with the module at its new path, the same
-object, and warns the first time each old path is used.  An old package path also runs as a command (``python -m OLD`` runs the new
-package's ``__main__``).  The CHANGELOG lists what moved.
+object, and warns the first time each old path is used.  An old package path also runs as a command
+(``python -m OLD`` runs the new package's ``__main__``).  The CHANGELOG lists what moved.
 """
 
 from __future__ import annotations

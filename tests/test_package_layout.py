@@ -42,6 +42,11 @@ def test_only_the_listed_commands_run_from_the_installed_packages():
     assert found == COMMANDS
 
 
+def test_every_installed_folder_of_modules_is_a_package():
+    folders = {path.parent for package in INSTALLED for path in (ROOT / package).rglob("*.py")}
+    assert sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").is_file()) == []
+
+
 def test_mara_agents_has_at_most_three_loose_modules():
     loose = [path.name for path in (ROOT / "mara_agents").glob("*.py") if path.name != "__init__.py"]
     assert len(loose) <= 3, loose

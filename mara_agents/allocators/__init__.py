@@ -2,7 +2,7 @@
 
 * :mod:`~mara_agents.allocators.naive` — FIFO, EDF (the paper's baselines) and uniform random.
 * :mod:`~mara_agents.allocators.lara` — LARA over WLS or FM; :mod:`~mara_agents.allocators.slack` — FM-slack.
-* :mod:`~mara_agents.mat.policy` — the trained MAT policy (inference only).
+* the trained MAT policy (inference only) is :mod:`~mara_agents.mat.policy`, registered here.
 * :mod:`~mara_agents.allocators.registry` — :data:`POLICIES` and :func:`make_policy`.
 """
 

@@ -3,8 +3,8 @@
 Self-contained: the policy holds the demand stage of the predictor it was trained on and computes the
 remaining-batch estimates from the raw observation's history itself (one batched call per step, as in
 training, through :func:`~mara_agents.mat.tokens.mat_inputs`), so it plays the plain Gymnasium env,
-``mara_agents.play.lockstep.evaluate_workload`` and the PettingZoo envs through :class:`~mara_agents.play.policy.NodeActor`
-with no wrapper.  Any ``predicted_remaining`` already in
+``mara_agents.play.lockstep.evaluate_workload`` and the PettingZoo envs through
+:class:`~mara_agents.play.policy.NodeActor` with no wrapper.  Any ``predicted_remaining`` already in
 the observation is ignored, so the checkpoint alone decides which predictor is used.
 
 A policy plays only in the setting it was trained for (:class:`~mara_agents.mat.setting.Setting`: M, node

@@ -1,11 +1,12 @@
 """The one play loop: N episodes on a MARA vector env, stepped together, one decision per step for all of them.
 
 Evaluation (:mod:`~mara_agents.evaluation.harness`), :func:`evaluate_workload` (and so checkpoint validation),
-DAgger's data collection (:mod:`~mara_agents.training.imitation`) and PPO's rollouts (:mod:`~mara_agents.training.rollout`)
-all play through :class:`Lockstep`.  Each step it asks ``decide(observation, rows)`` for the joint actions of
-the sub-envs ``rows`` whose episodes it plays, steps the vector env once, adds the rewards to each episode's
-return and, for every episode that ended, makes its row: the env's episode metrics, the undiscounted
-``return`` and whatever ``on_end(env, sub_env)`` adds (read before the sub-env restarts).
+DAgger's data collection (:mod:`~mara_agents.training.imitation`) and PPO's rollouts
+(:mod:`~mara_agents.training.rollout`) all play through :class:`Lockstep`.  Each step it asks
+``decide(observation, rows)`` for the joint actions of the sub-envs ``rows`` whose episodes it plays, steps the
+vector env once, adds the rewards to each episode's return and, for every episode that ended, makes its row: the
+env's episode metrics, the undiscounted ``return`` and whatever ``on_end(env, sub_env)`` adds (read before the
+sub-env restarts).
 
 The vector env runs with autoreset disabled (:func:`make_vector_env`), and the loop resets an ended sub-env
 at once: with ``restart`` the sub-env plays on (the episode ``restart`` names, or the env's next random

@@ -1,5 +1,5 @@
-"""``python -m mara_agents.live.jobs run FILE`` and ``python -m mara_agents.live``: a job file runs end to end; bad files
-and fields are one line and exit 2; an unreachable Ray address is one line and exit 1 within 30 s; SIGTERM
+"""``python -m mara_agents.live.jobs run FILE`` and ``python -m mara_agents.live``: a job file runs end to end;
+bad files and fields are one line and exit 2; an unreachable Ray address is one line and exit 1 within 30 s; SIGTERM
 stops the jobs, saves what was recorded, exits 130 and leaves no process behind."""
 
 from __future__ import annotations
@@ -155,8 +155,8 @@ def sigterm_after(command: list[str], started: str, tmp_path: Path) -> tuple[sub
 def test_sigterm_stops_the_jobs_saves_what_was_recorded_and_leaves_no_process(tmp_path):
     (tmp_path / "code.py").write_text(CODE)
     (tmp_path / "jobs.toml").write_text(TOML)
-    process, stderr, children = sigterm_after(["mara_agents.live.jobs", "run", str(tmp_path / "jobs.toml"), "--nodes", "2",
-                                               "--out", str(tmp_path / "out")], "job_step", tmp_path)
+    process, stderr, children = sigterm_after(["mara_agents.live.jobs", "run", str(tmp_path / "jobs.toml"),
+                                               "--nodes", "2", "--out", str(tmp_path / "out")], "job_step", tmp_path)
     lines = [line for line in stderr.splitlines() if line.startswith("interrupted")]
     assert process.returncode == 130 and "Traceback" not in stderr, stderr
     assert lines == [f"interrupted: stopped the jobs; what was recorded is saved in {tmp_path / 'out'}"]

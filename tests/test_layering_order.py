@@ -34,9 +34,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("mara_agents.evaluation",),
     ("mara_agents.live",),
     ("mara_agents",),
-    ("train", "evaluate", "studies", "benchmarks"),
+    ("train", "evaluate", "studies", "benchmarks", "tools"),
 )
-TOP_LEVEL = ("mara_common", "curves", "mara_env", "mara_agents", "studies", "benchmarks")
+TOP_LEVEL = ("mara_common", "curves", "mara_env", "mara_agents", "studies", "benchmarks", "tools")
 ENTRY_POINTS = ("train.py", "evaluate.py")
 
 

@@ -210,7 +210,7 @@ def bank_checksum(root: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-REPOSITORY = _PACKAGE.parent  # the checkout this code runs from
+REPOSITORY = _PACKAGE.parents[1]  # the checkout this code runs from
 
 
 def portable_path(path: str | os.PathLike[str], root: Path = REPOSITORY) -> str:

@@ -34,7 +34,7 @@ from mara_env.live import LiveMARAEnv, LiveSettings, replay_mismatches
 from mara_env.live.jobs import Job, check_jobs
 
 OUTCOMES_FILE = "jobs.json"
-PROJECT_PACKAGES = ("mara_env", "mara_agents", "curves")
+PROJECT_PACKAGES = ("mara_common", "curves", "mara_env", "mara_agents")
 
 
 def ship_by_value(jobs: Sequence[Job]) -> None:

@@ -1,4 +1,4 @@
-"""runner.Lockstep, the one play loop: rows come from the step an episode ended, never later; retired sub-envs
+"""lockstep.Lockstep, the one play loop: rows come from the step an episode ended, never later; retired sub-envs
 get idle actions and no decisions; restarted ones play on with fresh returns."""
 
 from __future__ import annotations

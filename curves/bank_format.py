@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from mara_common.cli import InputError
-
 from mara_common.atomic import read_versioned_json
+from mara_common.cli import InputError
 
 FORMAT = "mara-curve-bank"
 VERSION = 1

@@ -14,6 +14,7 @@ import numpy as np
 from mara_agents.rules.nodes import RemembersSwitchCost, has_nodes, place
 from mara_agents.rules.slots import present_slots, serve_in_order, steps_since_arrival, steps_to_deadline
 
+
 class RankingPolicy(RemembersSwitchCost):
     """A rule that serves the M first slots of a ranking (:meth:`rank`).  With node features
     (:mod:`~mara_agents.rules.nodes`) the same M tasks are served and placed in rank order: the fastest

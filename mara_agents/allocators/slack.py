@@ -27,6 +27,7 @@ from mara_agents.rules.slack import node_slack_action, slack_order
 from mara_agents.rules.slots import serve_in_order
 from mara_agents.rules.uncontended import decide_contended
 
+
 class SlackPolicy(RemembersSwitchCost, PredictiveAllocator):
     """Warm-up tasks first, then tasks predicted to fit (least slack first), then the rest."""
 

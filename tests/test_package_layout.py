@@ -1,5 +1,6 @@
-"""The installed packages hold the product, grouped by role (docs/layout.md), and the old import paths of moved
-modules keep working for one release with a ``DeprecationWarning``."""
+"""The installed packages hold the product, grouped by role (docs/layout.md), over a bottom layer that loads
+nothing else of the project; the old import paths of moved modules keep working for one release with a
+``DeprecationWarning``."""
 
 from __future__ import annotations
 
@@ -77,3 +78,14 @@ def test_the_old_jobs_command_still_runs():
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: python -m mara_agents.live.jobs")
+
+
+def test_the_bottom_layer_loads_neither_torch_nor_ray_nor_another_project_package():
+    probe = ("import importlib, pkgutil, sys, mara_common\n"
+             "for m in pkgutil.iter_modules(mara_common.__path__, 'mara_common.'):\n"
+             "    importlib.import_module(m.name)\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & "
+             "{'torch', 'ray', 'curves', 'mara_env', 'mara_agents'}))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -9,8 +9,8 @@ A live episode writes two things into its output folder:
 
 :func:`replay` takes the log's decisions through the live step again (:func:`mara_env.live.step.live_step`),
 revealing the losses from the recorded curves, and :func:`replay_mismatches` lists every step or task where
-the replay's successes and expiries differ from the live run's (none, when the log and the bank hold the
-run).
+the replay's successes and expiries differ from the live run's (none when the log and the bank record the
+run faithfully).
 """
 
 from __future__ import annotations
@@ -89,12 +89,12 @@ class Replay:
 
     @property
     def successes(self) -> list[int]:
-        """Per step, the tasks that succeeded in it."""
+        """Per step, how many tasks succeeded in it."""
         return [info["successes"] for info in self.infos]
 
     @property
     def expirations(self) -> list[int]:
-        """Per step, the tasks that expired in it."""
+        """Per step, how many tasks expired in it."""
         return [info["expirations"] for info in self.infos]
 
 

@@ -9,10 +9,10 @@ in its config, the recipe features the predictors read.
 iteration (one ``train()`` call: one ``tune.report`` of a function trainable, one ``step`` of a class
 trainable).  A trial's deadline is its arrival round (the round in which Tune added it) plus its deadline,
 so a trial that trains in every round has exactly ``deadline`` iterations, as a MARA task served at every
-step has B batches.  The bookkeeping is the live simulator's (:class:`mara_env.live.LiveSimulator`), used
-through its public API (``reveal``, ``fail``, ``step``, ``observation``, ``task_outcome(s)``, ``slot_tasks``,
-``deadline_of``): slots, queue, deadlines, successes, expiries and the observation every registered allocator
-reads.
+step has B batches.  The bookkeeping is the live simulator's (:class:`mara_env.live.LiveSimulator`), advanced
+round by round by the live step every live front end takes (:func:`mara_env.live.step.live_step`) and read
+through its public API (``observation``, ``task_outcome(s)``, ``slot_tasks``, ``deadline_of``, ``per_batch``):
+slots, queue, deadlines, successes, expiries and the observation every registered allocator reads.
 
 **The decisions.**  When a round ends, the allocator picks the trials the M nodes serve in the next round.
 A trial whose tracked metric reaches ε is stopped at once (``STOP``: it succeeded); so is one whose deadline
@@ -40,6 +40,7 @@ from mara_agents.jobs.schedule import build_policy
 from mara_agents.policy import Policy
 from mara_env.config import MARAConfig
 from mara_env.live.simulator import LiveSimulator
+from mara_env.live.step import live_step
 from mara_env.live.tasks import METRICS, LiveEpisode, LiveTask, tracked
 
 ENDED = ("succeeded", "expired")  # the outcomes of a trial that has left MARA's slots and queue
@@ -193,13 +194,11 @@ class MARAScheduler(TrialScheduler):
         self._allocate()
 
     def _advance(self, done: _Round) -> None:
-        for k, value in done.reports.items():
-            if self.simulator.task_outcome(k) == "running":
-                if math.isfinite(value):
-                    self.simulator.reveal(k, value)
-                else:
-                    self.simulator.fail(k)
-        self.simulator.step(done.picks)
+        """The live step of a finished round: a running trial's finite value is its batch's loss, any other
+        value fails it."""
+        running = {k: value for k, value in done.reports.items() if self.simulator.task_outcome(k) == "running"}
+        live_step(self.simulator, done.picks, {k: value for k, value in running.items() if math.isfinite(value)},
+                  [k for k, value in running.items() if not math.isfinite(value)])
 
     def _maybe_close_round(self) -> None:
         """End the round once every trial training in it has a value, then let the allocator choose.  The round

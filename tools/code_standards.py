@@ -2,8 +2,10 @@
 
 * No function longer than ``MAX_FUNCTION_LINES`` lines (``def`` line to last line, docstring included):
   a reader should see a whole function on one screen.
-* At most ``MAX_MEASUREMENT_LINES`` comment or string lines report a measurement, a run number or a date:
-  figures and history belong in ``docs/``, where they can be kept current; code says what and why.
+* No comment or string line reports a measurement, a run number, a date or the story of a change (at most
+  ``MAX_MEASUREMENT_LINES``, which is 0): figures and history belong in ``docs/``, where they can be kept
+  current; code says what and why.  A line where such a figure is a definition, not a measurement (a unit
+  conversion, a duration a constant works out to), says so with ``DEFINITION_MARKER`` in a comment on it.
 
 The library is ``curves/``, ``mara_env/``, ``mara_agents/``, ``train.py`` and ``evaluate.py``; tests and
 examples are not checked. ``python tools/code_standards.py`` prints every finding and exits 1 when a
@@ -24,18 +26,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ("curves", "mara_env", "mara_agents", "train.py", "evaluate.py")
 MAX_FUNCTION_LINES = 60
-MAX_MEASUREMENT_LINES = 8
+MAX_MEASUREMENT_LINES = 0
+DEFINITION_MARKER = "standards: definition"
 
-# What a measurement, a run number or a date looks like in prose: "run 18", "runs 8-10", "62.46 %",
-# "12 ms", "2026-12-05", "Dec 2026", or the word "measured".  A percentage followed by "quantile" names a
-# statistic ("the 10 % quantile"), not a figure, and a format spec ("{x:.0%}") is code.
+# A figure's number: not part of a word, a version ("1.2.3") or a format spec ("{x:24s}", "{n:08x}").
+_NUMBER = r"(?<![\w.:<>^=])\d+(?:\.\d+)?"
+# What a measurement, a run number, a date or a story looks like in prose: "run 18", "runs 8-10", "62.46 %",
+# "12 ms", "3 min", "2 CPU hours", "1.8 MB", "70 MiB", "5× more", "3x", "2 times faster", "2026-12-05",
+# "Dec 2026", the word "measured", and the phrases that tell what a change did ("used to take", "before this
+# change", "we found").
+# A percentage followed by "quantile" names a statistic ("the 10 % quantile"), not a figure; "3×3" and "8 × 4"
+# are shapes, not speed-ups.
 MEASUREMENT = re.compile(
     r"\bruns? \d+"
     r"|(?<![.\w])\d+(?:\.\d+)? ?%(?![a-zA-Z(]| quantile)"
-    r"|\b\d+(?:\.\d+)? ?(?:ms|µs|us)\b"
+    rf"|{_NUMBER} ?(?:(?:CPU|GPU|core|wall) )?(?:ms|µs|us|s|secs?|seconds?|min|mins|minutes?|h|hrs?|hours?)\b"
+    rf"|{_NUMBER} ?(?:[kMGT]i?B|KiB)\b"
+    rf"|{_NUMBER} ?×(?! ?\d)|{_NUMBER}x\b|{_NUMBER} (?:x|times) (?:faster|slower|fewer|more|less|smaller|larger)\b"
     r"|\b20\d\d-\d\d-\d\d\b"
     r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* 20\d\d\b"
-    r"|\bmeasured\b",
+    r"|\bmeasured\b"
+    r"|\bused to (?:be|take|cost|run|need|hold|give|make|do)\b|\b(?:before|after|since) this change\b"
+    r"|\bturned out\b|\bwe (?:found|saw|observed|measured|tried)\b|\bpreviously\b|\boriginally\b"
+    r"|\bat the time\b|\bin the past\b",
     re.IGNORECASE,
 )
 # Comments and string literals (an f-string's literal parts are their own tokens from Python 3.12 on).
@@ -77,13 +90,16 @@ def long_functions(root: Path = ROOT, limit: int = MAX_FUNCTION_LINES) -> list[F
 
 
 def measurement_lines(root: Path = ROOT) -> list[Finding]:
-    """Comment and string lines of the library that report a measurement, a run number or a date."""
+    """Comment and string lines of the library that report a measurement, a run number, a date or a story,
+    except lines marked as definitions (``DEFINITION_MARKER`` in a comment)."""
     found = []
     for path in library_files(root):
         text = path.read_text(encoding="utf-8")
         lines = text.splitlines()
-        seen: set[int] = set()
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+        seen = {token.start[0] for token in tokens
+                if token.type == tokenize.COMMENT and DEFINITION_MARKER in token.string}
+        for token in tokens:
             if token.type not in PROSE_TOKENS:
                 continue
             for number, piece in enumerate(token.string.splitlines(), start=token.start[0]):
@@ -106,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"functions over {MAX_FUNCTION_LINES} lines: {len(long)}")
     for finding in long:
         print(f"  {finding}")
-    print(f"lines reporting measurements, run numbers or dates: {len(measured)} (at most {MAX_MEASUREMENT_LINES})")
+    print(f"lines reporting measurements, run numbers, dates or stories: {len(measured)} "
+          f"(at most {MAX_MEASUREMENT_LINES})")
     for finding in measured:
         print(f"  {finding}")
     return 0 if not long and len(measured) <= MAX_MEASUREMENT_LINES else 1

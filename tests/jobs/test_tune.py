@@ -12,6 +12,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="the Tune tests need the [ray] extra")
 
 from ray import tune  # noqa: E402
+from ray.tune.schedulers import TrialScheduler  # noqa: E402
 
 from mara_agents.tune import MARAScheduler  # noqa: E402
 
@@ -88,3 +89,30 @@ def test_each_trial_stops_at_its_target_or_deadline_with_the_offline_losses(tune
             assert means[-1] <= 0.5 and (means[:-1] > 0.5).all()
         else:
             assert (means > 0.5).all()
+
+
+def test_each_finished_round_is_one_live_step(monkeypatch):
+    """Without Tune running: a round's finite value is revealed and a NaN fails its trial, both in the live
+    step every live front end takes."""
+    from types import SimpleNamespace
+
+    from ray.tune.experiment import Trial
+
+    import mara_agents.tune as scheduler_module
+    from mara_env.live.step import live_step
+
+    taken = []
+
+    def recorded(sim, picks, losses, failed, repaired=None):
+        taken.append((list(picks), dict(losses), list(failed)))
+        return live_step(sim, picks, losses, failed, repaired)
+
+    monkeypatch.setattr(scheduler_module, "live_step", recorded)
+    scheduler = MARAScheduler("fifo", nodes=1, metric="loss", target=0.5, deadline=5)
+    trials = [SimpleNamespace(trial_id=f"t{k}", config={}, status=Trial.RUNNING) for k in range(2)]
+    for trial in trials:
+        scheduler.on_trial_add(None, trial)
+    assert scheduler.on_trial_result(None, trials[0], {"loss": 1.0}) == TrialScheduler.CONTINUE
+    assert scheduler.on_trial_result(None, trials[0], {"loss": float("nan")}) == TrialScheduler.STOP
+    assert taken == [([1], {0: 1.0}, []), ([0], {}, [0])]
+    assert scheduler.outcomes()["t0"] == "expired" and scheduler.simulator.per_batch[0] == [1.0]

@@ -151,6 +151,29 @@ def test_bad_flag_is_one_line_naming_it_with_status_2(command, argv, pattern, tm
     assert "Traceback" not in captured.err + captured.out
 
 
+MISSING_DATA = [
+    (["--paper-families"], r"--paper-families: (9|10) of 10 families cannot be built, nothing was: cnn_cifar10, .*"
+                           r"resnet34_cifar10: CIFAR-10 python batches .* not found: no --data-root given; download "),
+    (["--paper-families", "--data-root", DIR], r"--paper-families: \d+ of 10 families cannot be built.*empty_dir"),
+    (["--families", "alstm_kjv_1"], r"--families: 1 of 1 families cannot be built, nothing was: alstm_kjv_1: the KJV "
+                                    r"Bible text is not installed. Install it with: sudo apt-get install bible-kjv"),
+]
+
+
+@pytest.mark.parametrize(("argv", "pattern"), MISSING_DATA, ids=[" ".join(argv) for argv, _ in MISSING_DATA])
+def test_build_bank_refuses_families_whose_data_is_missing_before_any_work(argv, pattern, tmp_path, capsys, no_work,
+                                                                           monkeypatch):
+    import re
+
+    from curves.data import sources
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `bible` (KJV) nor `espeak-ng` program
+    monkeypatch.setattr(sources, "_CACHE", {})
+    status = build_bank.main(["--bank", str(tmp_path / "bank"), *_concrete(argv, tmp_path)])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and re.search(pattern, lines[0]), lines
+
+
 UNWRITABLE = [
     ("build_bank", ["--bank", "/proc/x/bank"]),
     ("build_bank", ["--bank", "<bank>", "--timings", "/proc/x/t.jsonl"]),

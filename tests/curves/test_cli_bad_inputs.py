@@ -85,6 +85,8 @@ GENERATE = [(GENERATE_REQUIRED + argv, pattern) for argv, pattern in SHARED] + [
     (["--family", "cnn_fmnist", "--split", "test", "--count", "1000000000"], "--count must be ≤ 100000"),
     (GENERATE_REQUIRED + ["--start", "-1"], "--start must be ≥ 0, got -1"),
     (GENERATE_REQUIRED + ["--start", "x"], "--start must be an integer, got 'x'"),
+    (["--family", "cnn_fmnist", "--split", "test", "--start", "99999", "--count", "5"],
+     "--start 99999 and --count 5 ask for curve indices up to 100003; curve indices run from 0 to 99999"),
 ]
 
 CALIBRATE = [
@@ -257,3 +259,9 @@ def test_torch_device_check_accepts_the_cpu_and_names_what_it_refuses():
         torch_device("--device", 0)
     with pytest.raises(ValueError, match="--device must be cpu, cuda or mps, got 'meta'"):
         torch_device("--device", "meta")
+
+
+def test_generate_refuses_indices_past_the_limit_before_training(tmp_path):
+    with pytest.raises(ValueError, match="start 99999 and count 5 ask for curve indices up to 100003"):
+        generate.generate("cnn_fmnist", "test", 5, tmp_path / "bank", start=99999, progress=False)
+    assert not (tmp_path / "bank").exists()

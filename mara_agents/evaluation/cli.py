@@ -24,7 +24,7 @@ from curves.bank import DEFAULT_BANK, BankError
 from mara_agents.checkpoint_io import CheckpointError, portable_path
 from mara_agents.evaluation.cache import CacheError, ResultCache
 from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
-from mara_agents.evaluation.extension_settings import SHIPPED, load_settings
+from mara_agents.evaluation.extension_settings import SHIPPED, check_checkpoints, load_settings
 from mara_agents.evaluation.extension_table import FILES as EXTENSION_FILES
 from mara_agents.evaluation.extension_table import HAND_WRITTEN
 from mara_agents.evaluation.extension_table import LOADS as EXTENSION_LOADS
@@ -199,7 +199,7 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             parser.error(f"--loads {' '.join(map(str, args.loads))}: the extensions experiment reports p = "
                          f"{' and '.join(map(str, EXTENSION_LOADS))}; select at least one of them")
         try:
-            load_settings(args.settings)
+            check_checkpoints(load_settings(args.settings), str(args.settings))
         except ValueError as exc:
             parser.error(f"--settings: {exc}")
 

@@ -314,3 +314,13 @@ def test_the_evaluation_settings_check_every_field(changes, error, words, bank_d
     with pytest.raises(error) as raised:
         Settings(**fields)
     assert all(word in str(raised.value) for word in words), raised.value
+
+
+def test_a_policy_module_that_raises_on_import_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    (tmp_path / "raising_policy.py").write_text("raise RuntimeError('needs a GPU driver')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    status, out, err = run_main([*SMALL, "--out", str(tmp_path / "out"), "--policy", "raising_policy:Factory"], capsys)
+    assert status == 2 and out == "" and "Traceback" not in err
+    last = err.strip().splitlines()[-1]  # argparse's usage, then one error line
+    assert last.startswith("evaluate.py: error: ") and last.endswith(
+        "--policy raising_policy:Factory: importing module 'raising_policy' raised RuntimeError: needs a GPU driver")

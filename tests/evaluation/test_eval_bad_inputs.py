@@ -324,3 +324,18 @@ def test_a_policy_module_that_raises_on_import_is_one_line_naming_it(tmp_path, c
     last = err.strip().splitlines()[-1]  # argparse's usage, then one error line
     assert last.startswith("evaluate.py: error: ") and last.endswith(
         "--policy raising_policy:Factory: importing module 'raising_policy' raised RuntimeError: needs a GPU driver")
+
+
+def test_a_read_only_cache_in_out_is_one_line_naming_it_before_any_work(tmp_path, capsys, monkeypatch):
+    cache = tmp_path / "cache.sqlite"
+    filled_cache(cache, entries=3)
+    cache.chmod(0o444)
+    can = os.access  # a root user may write a read-only file: the cache is refused by what os.access says
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: can(path, mode, **kw) and not (
+        Path(path) == cache and mode & os.W_OK))
+    status, out, err = run_main([*SMALL, "--out", str(tmp_path)], capsys)
+    assert status == 2 and out == "" and "Traceback" not in err
+    assert err.strip().splitlines() == [f"error: {cache}: the result cache (or its folder) is read-only; make it "
+                                        "writable, or pass --cache with another file (its finished episodes are "
+                                        "then recomputed)"]
+    assert not (tmp_path / "episodes.csv").exists()

@@ -229,3 +229,14 @@ def test_the_command_line_answers_bad_input_with_one_line_and_status_2(tmp_path)
                            str(ROOT / "none.pt")], capture_output=True, text=True, env=env, cwd=tmp_path,
                           check=False)
     assert done.returncode == 2 and done.stderr.strip() == f"error: SRC: {tmp_path / 'none.pt'} not found"
+
+
+def test_a_policy_trained_with_another_fm_refuses_the_shipped_one_and_plays_with_its_own(scratch, fm_checkpoint):
+    from mara_agents import make_policy
+    from mara_agents.checkpoint_io import CheckpointError
+
+    first, _ = scratch  # trained over the untrained test FM, not the shipped one
+    with pytest.raises(CheckpointError, match=rf"{first}: policy trained with the FM {fm_checkpoint} .*, not with "
+                                              r".*mara_agents/predictors/checkpoints/fm\.pt"):
+        make_policy("mara", checkpoint=first)
+    assert make_policy("mara", checkpoint=first, fm_checkpoint=fm_checkpoint).checkpoints == (first,)

@@ -54,10 +54,10 @@ def _target(name: str, value: object) -> float:
 
 
 def _deadline(name: str, value: object) -> int:
-    """A deadline: a whole number of iterations, at least 1 (a search space may give it as a float)."""
-    if checks.number(name, value, low=1.0) != int(value):
-        raise ValueError(f"{name} must be a whole number of iterations, got {value!r}")
-    return int(value)
+    """A deadline: a whole number of iterations, at least 1 (a search space may give ``10.0`` for 10)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return checks.integer(name, value, low=1)
 
 
 @dataclass

@@ -108,8 +108,8 @@ def test_each_trial_stops_at_its_target_or_deadline_with_the_offline_losses(tune
     ({"ema_decay": "high"}, "ema_decay must be a number, got 'high'"),
     ({"target": -1}, "target must be greater than 0.0, got -1"),
     ({"target": float("nan")}, "target must be a finite number"),
-    ({"deadline": 0}, "deadline must be ≥ 1.0, got 0"),
-    ({"deadline": 2.5}, "deadline must be a whole number of iterations, got 2.5"),
+    ({"deadline": 0}, "deadline must be ≥ 1, got 0"),
+    ({"deadline": 2.5}, "deadline must be an integer, got 2.5"),
 ])
 def test_a_bad_argument_is_refused_at_construction_naming_it(arguments, message):
     with pytest.raises((ValueError, TypeError), match=message):

@@ -181,7 +181,8 @@ def check_budget_rule(rule: Any) -> None:
         for value in values:
             checks.integer("budget value", value, low=1)
     else:
-        raise ValueError(f"budget rule must be {{\"kind\": \"interval\", ...}} or {{\"kind\": \"set\", ...}}, got {rule!r}")
+        raise ValueError(f"budget rule must be {{\"kind\": \"interval\", ...}} or {{\"kind\": \"set\", ...}}, "
+                         f"got {rule!r}")
 
 
 def cumulative_average(per_batch: np.ndarray) -> np.ndarray:

@@ -5,8 +5,9 @@ but the two ResNets (by far the slowest on a CPU), then for the ResNets, so an i
 complete families; each chunk ends with a calibration so the manifest always carries current ε rules (fitted
 on the curves each family's manifest entry names, so a bank calibrated with ``curves.calibrate --calibrate-on``
 keeps its rules as it grows).  Rerunning skips finished curves.  A family whose data is missing is refused
-before anything is trained, with its install hint: a build never reports complete with families left out.  Counts per family: ID 30 train / 6 val / 24 test (``--train``/``--val`` change the ID
-counts, e.g. the paper's 50 / 10), OOD 6 val / 24 test.
+before anything is trained, with its install hint: a build never reports complete with families left out.
+Counts per family: ID 30 train / 6 val / 24 test (``--train``/``--val`` change the ID counts, e.g. the
+paper's 50 / 10), OOD 6 val / 24 test.
 """
 
 from __future__ import annotations
@@ -162,7 +163,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check(args: argparse.Namespace) -> None:
     """The checks that span flags; fills in ``args.families`` (the families to build)."""
-    args.asked_by = "--families" if args.families else "--paper-families" if args.paper_families else "the shipped families"
+    args.asked_by = ("--families" if args.families else "--paper-families" if args.paper_families
+                     else "the shipped families")
     args.families = args.families or (PAPER if args.paper_families else SHIPPED)
     if args.ray is None:
         given = [name for name in RAY_ONLY if getattr(args, name) not in (None, [])]

@@ -197,7 +197,8 @@ def job_step(job: Job, state: Any, max_state_bytes: float) -> tuple[Any, dict[st
     if not (isinstance(result, tuple) and len(result) == 2):
         raise TypeError(f"step must return (state, loss), got {type(result).__name__}")
     state, loss = result
-    stats: dict[str, Any] = {"loss": _reported_loss(job, loss), "compute_s": compute_s, "state_bytes": state_nbytes(state)}
+    stats: dict[str, Any] = {"loss": _reported_loss(job, loss), "compute_s": compute_s,
+                             "state_bytes": state_nbytes(state)}
     if stats["state_bytes"] > max_state_bytes:
         stats["error"] = (f"its state ({stats['state_bytes'] / 1e6:.1f} MB) is larger than Ray's object store "
                           f"({max_state_bytes / 1e6:.1f} MB)")

@@ -7,8 +7,8 @@ episodes are cached and resumed like every other experiment's, under keys that n
 the tables show every hand-written allocator (:data:`HAND_WRITTEN`), the learned allocators the settings file
 names for it (a missing checkpoint is refused before any work; one that cannot be built is left out with a
 note), the bounds, and the fairness columns: the mean over episodes of the lowest per-family success rate and
-of Jain's index over families (``mara_env.fairness``; the bounds' from their per-family outcomes).  The summary pairs the best
-learned allocator with the best hand-written one by evaluation root
+of Jain's index over families (``mara_env.fairness``; the bounds' from their per-family outcomes).  The
+summary pairs the best learned allocator with the best hand-written one by evaluation root
 (:func:`~mara_agents.evaluation.stats.paired_difference`), and gives each one's gap to the Clairvoyant bound,
 paired the same way.
 

@@ -1,4 +1,5 @@
-"""The library keeps three code standards: short functions, no dead code, figures in docs/ (tools/code_standards.py)."""
+"""The code keeps four standards: short functions, no dead code, figures in docs/, and no test assert that cannot
+fail (tools/code_standards.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import code_standards  # noqa: E402
 from code_standards import (DEFINITION_MARKER, LIBRARY, MAX_FUNCTION_LINES, MAX_MEASUREMENT_LINES,  # noqa: E402
-                            long_functions, measurement_lines)
+                            long_functions, measurement_lines, vacuous_asserts)
 
 
 def test_no_library_function_is_longer_than_the_limit():
@@ -22,6 +23,18 @@ def test_no_library_function_is_longer_than_the_limit():
 def test_no_library_line_reports_a_measurement_run_number_date_or_story():
     assert MAX_MEASUREMENT_LINES == 0
     assert [str(f) for f in measurement_lines(ROOT)] == []
+
+
+def test_no_test_asserts_only_that_a_call_returned_something():
+    assert [str(f) for f in vacuous_asserts(ROOT)] == []
+
+
+def test_an_assert_that_a_call_is_not_none_is_found_and_a_real_comparison_is_not(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "def test_a():\n    assert make_policy('fifo') is not None\n"
+        "    assert f() is None and g() is not None\n    assert policy is not None\n    assert f() == 2\n")
+    assert [(f.path, f.line) for f in vacuous_asserts(tmp_path)] == [("tests/test_x.py", 2)]
 
 
 def test_vulture_finds_no_dead_code_in_the_library():

@@ -1,4 +1,4 @@
-"""Check two of the project's code standards over the library code.
+"""Check three of the project's code standards: two over the library code, one over the tests.
 
 * No function longer than ``MAX_FUNCTION_LINES`` lines (``def`` line to last line, docstring included):
   a reader should see a whole function on one screen.
@@ -6,10 +6,13 @@
   ``MAX_MEASUREMENT_LINES``, which is 0): figures and history belong in ``docs/``, where they can be kept
   current; code says what and why.  A line where such a figure is a definition, not a measurement (a unit
   conversion, a duration a constant works out to), says so with ``DEFINITION_MARKER`` in a comment on it.
+* No test asserts only that a call returned something (``assert f(...) is not None``): a call that returns
+  at all passes it, so it checks nothing a test should.  (Whether an ``.all()`` runs over an array that may be
+  empty cannot be told from the source; tests state the size they expect instead.)
 
-The library is ``curves/``, ``mara_env/``, ``mara_agents/``, ``train.py`` and ``evaluate.py``; tests and
-examples are not checked. ``python tools/code_standards.py`` prints every finding and exits 1 when a
-standard is broken; ``tests/test_code_standards.py`` asserts the same.
+The library is ``curves/``, ``mara_env/``, ``mara_agents/``, ``train.py`` and ``evaluate.py``; examples are
+not checked. ``python tools/code_standards.py`` prints every finding and exits 1 when a standard is broken;
+``tests/test_code_standards.py`` asserts the same.
 """
 
 from __future__ import annotations
@@ -109,6 +112,20 @@ def measurement_lines(root: Path = ROOT) -> list[Finding]:
     return found
 
 
+def vacuous_asserts(root: Path = ROOT) -> list[Finding]:
+    """Asserts under ``tests/`` whose whole claim is ``<call> is not None``."""
+    found = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            claim = node.test if isinstance(node, ast.Assert) else None
+            if (isinstance(claim, ast.Compare) and isinstance(claim.left, ast.Call)
+                    and [type(op) for op in claim.ops] == [ast.IsNot]
+                    and isinstance(claim.comparators[0], ast.Constant) and claim.comparators[0].value is None):
+                found.append(Finding(_rel(path, root), node.lineno, "asserts only that a call returned something"))
+    return found
+
+
 def _rel(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix()
 
@@ -126,7 +143,11 @@ def main(argv: list[str] | None = None) -> int:
           f"(at most {MAX_MEASUREMENT_LINES})")
     for finding in measured:
         print(f"  {finding}")
-    return 0 if not long and len(measured) <= MAX_MEASUREMENT_LINES else 1
+    vacuous = vacuous_asserts(args.root)
+    print(f"test asserts that cannot fail: {len(vacuous)}")
+    for finding in vacuous:
+        print(f"  {finding}")
+    return 0 if not long and not vacuous and len(measured) <= MAX_MEASUREMENT_LINES else 1
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any
 
 from curves import checks
 from curves.bank import atomic_write_text
+from mara_env.config import MAX_NODES, MAX_SPEED, MAX_SWITCH_COST
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SHIPPED = Path(__file__).with_name("extension_settings.json")
@@ -69,10 +70,10 @@ class Setting:
     learned: tuple[Learned, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
-        checks.integer(f"{self.name}: num_nodes", self.num_nodes, 1)
-        checks.integer(f"{self.name}: switch_cost", self.switch_cost, 0)
+        checks.integer(f"{self.name}: num_nodes", self.num_nodes, 1, MAX_NODES)
+        checks.integer(f"{self.name}: switch_cost", self.switch_cost, 0, MAX_SWITCH_COST)
         if self.node_speeds is not None:
-            speeds = tuple(checks.integer(f"{self.name}: node_speeds", v, 1) for v in self.node_speeds)
+            speeds = tuple(checks.integer(f"{self.name}: node_speeds", v, 1, MAX_SPEED) for v in self.node_speeds)
             if len(speeds) != self.num_nodes:
                 raise ValueError(f"{self.name}: node_speeds {list(speeds)} must hold num_nodes = {self.num_nodes} "
                                  "speeds")
@@ -126,7 +127,7 @@ def setting_from_json(where: str, entry: Any) -> Setting:
     try:
         return Setting(entry["name"], entry.get("num_nodes", 7), None if speeds is None else tuple(speeds),
                        entry.get("switch_cost", 0), entries)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
 
 
@@ -144,6 +145,17 @@ def load_settings(path: Path = SHIPPED) -> list[Setting]:
     if len(set(names)) != len(names):
         raise ValueError(f"settings file {path}: setting names must be unique, got {names}")
     return settings
+
+
+def check_checkpoints(settings: list[Setting], where: str) -> None:
+    """Refuse settings that name a learned allocator whose checkpoint is not there (``where`` names the file in
+    the message): the tables would otherwise be made without it."""
+    for setting in settings:
+        for entry in setting.learned:
+            missing = entry.missing()
+            if missing:
+                raise ValueError(f"{where}: setting {setting.name!r}: {entry.label} checkpoint not found: "
+                                 f"{', '.join(missing)} (train and ship it, or remove the entry)")
 
 
 def save_settings(path: Path, settings: list[Setting], extra: dict[str, Any] | None = None) -> None:

@@ -28,10 +28,14 @@ def _resume_note(state: Path) -> Callable[[], str]:
     return note
 
 
-def _kept_policy(out: Path) -> Callable[[], str]:
-    """What an interrupted MAT-IL run kept: the best policy it exported so far."""
-    return lambda: "MAT-IL does not resume; " + (f"the best policy so far is {out}" if out.is_file()
-                                                 else "no policy was exported yet")
+def _kept_policy(out: Path, run: Path) -> Callable[[], str]:
+    """What an interrupted MAT-IL run kept (the best policy it exported so far), and how to start it again."""
+    def note() -> str:
+        kept = f"the best policy so far is {out}" if out.is_file() else "no policy was exported yet"
+        again = (f"; to train it again, add --force (it replaces {run})" if run.is_dir() and any(run.iterdir())
+                 else "")
+        return f"MAT-IL does not resume; {kept}{again}"
+    return note
 
 
 def _stage(name: str) -> tuple[Callable[[list[str]], Any], Callable[[Any], Any], Callable[[Any], str],
@@ -46,7 +50,7 @@ def _stage(name: str) -> tuple[Callable[[list[str]], Any], Callable[[Any], Any],
         return (parse_il_config, train_il, lambda result: (
             f"MAT-IL checkpoint {result.checkpoint} (+ .json manifest); {result.global_step} env steps, "
             f"{result.seconds:.0f} s wall, {result.steps_per_second:.0f} env steps/s while collecting"),
-            lambda config: _kept_policy(config.out_path))
+            lambda config: _kept_policy(config.out_path, config.run_path))
     from mara_agents.training.config import parse_config
     from mara_agents.training.train import train
     return (parse_config, train, lambda result: (

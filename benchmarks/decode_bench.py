@@ -34,7 +34,7 @@ from mara_agents.mat.tokens import Tokens
 
 
 def random_tokens(hparams: MATHyperParameters, batch: int, seed: int = 0) -> Tokens:
-    """Tokens of ``batch`` random observations: about 80 % of slots occupied, random features
+    """Tokens of ``batch`` random observations: each slot occupied with probability 0.8, random features
     and, for a model with the FM-slack prior, a random rank order as the last slot column."""
     generator = torch.Generator().manual_seed(seed)
     present = torch.rand(batch, hparams.num_slots, generator=generator) < 0.8

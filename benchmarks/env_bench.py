@@ -94,7 +94,7 @@ def random_legal_picks(observation: dict[str, np.ndarray], rng: np.random.Genera
 
 
 class Rate:
-    """Counts per wall-clock second and per CPU second of this process, measured around a block."""
+    """Counts per wall-clock second and per CPU second of this process, timed around a block."""
 
     def __enter__(self) -> Rate:
         self.wall, self.cpu = time.perf_counter(), time.process_time()
@@ -178,7 +178,7 @@ def forecast_figure(bank: str | None, num_envs: int) -> str:
     try:
         import torch
     except ImportError:
-        return "not measured: needs torch and mara_agents (pip install -e .)"
+        return "skipped: needs torch and mara_agents (pip install -e .)"
     torch.set_num_threads(1)  # as the examples train: one thread per process
     rate = vector_env(bank, num_envs, None, FORECAST_STEPS, env_id=FORECAST_ID, warmup=FORECAST_WARMUP,
                       predictor="fm", observation="flat")

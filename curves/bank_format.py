@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from mara_common import checks
 from mara_common.atomic import read_versioned_json
 from mara_common.cli import InputError
 
@@ -157,7 +158,32 @@ def parse_family(name: str, raw: Mapping[str, Any], where: str) -> FamilySpec:
         raise BankError(f"{where}: family {name!r}: {exc}") from exc
     if spec.role not in ROLES:
         raise BankError(f"{where}: family {name!r}: role {spec.role!r} is not one of {ROLES}")
+    if spec.budget is not None:
+        try:
+            check_budget_rule(spec.budget)
+        except (TypeError, ValueError) as exc:
+            raise BankError(f"{where}: family {name!r}: {exc}") from exc
     return spec
+
+
+def check_budget_rule(rule: Any) -> None:
+    """Refuse a budget rule no task could be drawn from (``ValueError``/``TypeError`` naming the field): an
+    interval needs integers 1 ≤ low ≤ high, a set a non-empty list of positive integers."""
+    kind = rule.get("kind") if isinstance(rule, Mapping) else None
+    if kind == "interval":
+        low = checks.integer("budget low", rule.get("low"), low=1)
+        high = checks.integer("budget high", rule.get("high"), low=1)
+        if low > high:
+            raise ValueError(f"budget interval has low {low} > high {high}")
+    elif kind == "set":
+        values = rule.get("values")
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"budget set needs a non-empty list of values, got {values!r}")
+        for value in values:
+            checks.integer("budget value", value, low=1)
+    else:
+        raise ValueError(f"budget rule must be {{\"kind\": \"interval\", ...}} or {{\"kind\": \"set\", ...}}, "
+                         f"got {rule!r}")
 
 
 def cumulative_average(per_batch: np.ndarray) -> np.ndarray:

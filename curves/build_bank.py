@@ -4,9 +4,10 @@ Work is done in chunks — test curves first (in thirds), then val, then train �
 but the two ResNets (by far the slowest on a CPU), then for the ResNets, so an interrupted build holds
 complete families; each chunk ends with a calibration so the manifest always carries current ε rules (fitted
 on the curves each family's manifest entry names, so a bank calibrated with ``curves.calibrate --calibrate-on``
-keeps its rules as it grows).  Rerunning skips finished curves; families whose data is missing are skipped with
-their install hint.  Counts per family: ID 30 train / 6 val / 24 test (``--train``/``--val`` change the ID
-counts, e.g. the paper's 50 / 10), OOD 6 val / 24 test.
+keeps its rules as it grows).  Rerunning skips finished curves.  A family whose data is missing is refused
+before anything is trained, with its install hint: a build never reports complete with families left out.
+Counts per family: ID 30 train / 6 val / 24 test (``--train``/``--val`` change the ID counts, e.g. the
+paper's 50 / 10), OOD 6 val / 24 test.
 """
 
 from __future__ import annotations
@@ -89,23 +90,16 @@ def build(families: list[str], bank: str | Path, preset: str, data_root: str | N
     """Generate every chunk for every family (``counts`` per role and split, as :func:`plan` takes them).
 
     ``length`` overrides curve lengths for smoke-test banks, which are then left uncalibrated: their curves
-    are shorter than the families' available times.
+    are shorter than the families' available times.  A family whose data is missing raises
+    :class:`DataMissingError` (:func:`check_families_data` checks them all before any work).
     """
-    missing: set[str] = set()
     for _, chunk in groupby(plan(families, scale, counts), key=lambda job: job.chunk):
         made_any = False
         jobs = list(chunk)
         for job in jobs:
-            if job.family in missing:
-                continue
             began = time.time()
-            try:
-                made = generate(job.family, job.split, job.stop - job.start, bank, preset, data_root, device,
-                                job.start, progress=False, timings=timings, length=length)
-            except DataMissingError as exc:
-                log.warning("skipping %s: %s", job.family, exc)
-                missing.add(job.family)
-                continue
+            made = generate(job.family, job.split, job.stop - job.start, bank, preset, data_root, device,
+                            job.start, progress=False, timings=timings, length=length)
             if made:
                 made_any = True
                 log.info("%s/%s[%d:%d]: %d curve(s) in %.0f s", job.family, job.split, job.start, job.stop, made,
@@ -115,6 +109,24 @@ def build(families: list[str], bank: str | Path, preset: str, data_root: str | N
     if length is None:
         calibrate_bank(bank)
     log.info("bank complete at %s", bank)
+
+
+def check_families_data(jobs: list[Job], bank: str | Path, data_root: str | None, asked_by: str) -> None:
+    """Raise :class:`DataMissingError` in one line naming ``asked_by`` (the flag that chose the families), every
+    family with curves left to make whose data is missing, and each missing data set's install hint."""
+    writer = BankWriter(bank)
+    needed = dict.fromkeys(job.family for job in jobs
+                           if not all(writer.has(job.family, job.split, i) for i in range(job.start, job.stop)))
+    missing: dict[str, list[str]] = {}
+    for name in needed:
+        try:
+            get_family(name).check_data(data_root)
+        except DataMissingError as exc:
+            missing.setdefault(str(exc), []).append(name)
+    if missing:
+        count = sum(map(len, missing.values()))
+        reasons = "; ".join(f"{', '.join(names)}: {why}" for why, names in missing.items())
+        raise DataMissingError(f"{asked_by}: {count} of {len(needed)} families cannot be built, nothing was: {reasons}")
 
 
 RAY_ONLY = ("cpus_per_curve", "gpus_per_curve", "family_resources")
@@ -151,6 +163,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check(args: argparse.Namespace) -> None:
     """The checks that span flags; fills in ``args.families`` (the families to build)."""
+    args.asked_by = ("--families" if args.families else "--paper-families" if args.paper_families
+                     else "the shipped families")
     args.families = args.families or (PAPER if args.paper_families else SHIPPED)
     if args.ray is None:
         given = [name for name in RAY_ONLY if getattr(args, name) not in (None, [])]
@@ -169,7 +183,8 @@ def _check(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point: every flag is checked before any work (a refusal is one line and exit status 2); an
     unusable bank is one line and status 2; SIGINT/SIGTERM exits 130 saying how many curves were saved; with
-    ``--ray`` a curve that failed every attempt makes the exit status 1."""
+    ``--ray`` a curve that failed every attempt, or a family whose data the workers lack, makes the exit
+    status 1."""
     args = parse(_parser(), argv, _check)
     if isinstance(args, int):
         return args
@@ -181,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
         if args.ray is None:
             BankWriter(args.bank)  # an unusable bank is refused here, before any data is loaded
+            check_families_data(plan(families, args.scale, args.counts), args.bank, args.data_root, args.asked_by)
             build(families, args.bank, args.preset, args.data_root, args.device, args.timings, args.scale,
                   args.length, args.counts)
             return 0

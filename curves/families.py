@@ -45,6 +45,11 @@ def _classifier_trainer(family: "Family", recipe: Recipe, n_batches: int, log: C
     train_classifier(lambda: family.build(preset, data.info), data.inputs, data.labels, recipe, n_batches, log, device)
 
 
+def _source_loads(family: "Family", data_root: str | Path | None) -> None:
+    """Load the family's data source (cached for the training that follows)."""
+    load_source(family.source, data_root)
+
+
 @dataclass(frozen=True)
 class Family:
     """One task family.  ``sizes[preset]`` are the model builder's keyword arguments."""
@@ -61,6 +66,7 @@ class Family:
     budget: dict[str, Any]
     notes: str = ""
     trainer: Trainer = field(default=_classifier_trainer)
+    data_check: Callable[["Family", "str | Path | None"], None] = field(default=_source_loads)
 
     @property
     def max_budget(self) -> int:
@@ -83,6 +89,11 @@ class Family:
                  "lr log-uniform [3e-4, 3e-3]")
         return FamilySpec(self.name, self.role, self.modality, self.dataset, self.model, None, dict(self.budget),
                           notes.strip())
+
+    def check_data(self, data_root: str | Path | None = None) -> None:
+        """Raise :class:`~curves.data.errors.DataMissingError`, with the install hint, when this family's data
+        is not installed: a command then refuses before training anything rather than skipping the family."""
+        self.data_check(self, data_root)
 
     def train(self, recipe: Recipe, n_batches: int, log: Callable[[float], None], preset: str = "cpu",
               data_root: str | Path | None = None, device: str = "cpu") -> None:
@@ -169,11 +180,17 @@ def _dagger_trainer(*args: Any) -> None:
     train_dagger(*args)
 
 
+def _pong_starts(family: Family, data_root: str | Path | None) -> None:
+    """Start the Pong environment once (ale-py and its ROM are this family's data)."""
+    from curves.dagger import make_env
+    make_env(0).close()
+
+
 register(Family("dagger_pong", "ood", modality="rl", dataset="Atari Pong (ALE/Pong-v5, frameskip 2, ale-py ROM)",
                 model="DAgger policy: Nature CNN on 4 stacked grayscale frames", source="ale-pong",
                 builder=NatureCNN, sizes={"cpu": {"widths": (16, 32, 32, 256), "side": 40},
                                                   "paper": {"widths": (32, 64, 64, 512), "side": 80}},
-                batch_sizes=IMAGE_BATCHES, budget=OOD_BUDGET, trainer=_dagger_trainer,
+                batch_sizes=IMAGE_BATCHES, budget=OOD_BUDGET, trainer=_dagger_trainer, data_check=_pong_starts,
                 notes="Scripted RAM expert (paddle to ball height); beta = 0.5^round, 200 steps per 50 batches."))
 
 

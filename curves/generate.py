@@ -29,7 +29,17 @@ from curves.recipe import Recipe, draw_recipe
 from curves.recorder import CurveRecorder, declare_keeping_rules, generator_commit
 
 MAX_LENGTH = 100_000  # batches per curve: far beyond any family's (about 700), far below what exhausts memory
-MAX_INDEX = 100_000  # curve indices a command may ask for
+MAX_INDEX = 100_000  # curve indices run from 0 to MAX_INDEX - 1
+
+
+def check_indices(start: int, count: int, names: tuple[str, str] = ("start", "count")) -> None:
+    """Refuse curve indices ``start .. start+count-1`` that reach past ``MAX_INDEX - 1``, naming both
+    arguments (``names``: how the caller spells them), before any curve is trained."""
+    integer(names[0], start, low=0)
+    integer(names[1], count, low=1)
+    if start + count > MAX_INDEX:
+        raise ValueError(f"{names[0]} {start} and {names[1]} {count} ask for curve indices up to {start + count - 1}; "
+                         f"curve indices run from 0 to {MAX_INDEX - 1}")
 
 
 def recipe_for(family: Family, split: str, index: int) -> Recipe:
@@ -84,9 +94,11 @@ def generate(family_name: str, split: str, count: int, bank: str | Path = DEFAUL
              timings: str | Path | None = None, length: int | None = None) -> int:
     """Ensure curves ``start .. start+count-1`` of ``family/split`` exist in ``bank``; returns how many were made.
 
-    ``length`` overrides the family's curve length (twice its largest budget) for quick smoke-test banks.
+    ``length`` overrides the family's curve length (twice its largest budget) for quick smoke-test banks;
+    indices past ``MAX_INDEX - 1`` are refused (:func:`check_indices`).
     """
     family = get_family(family_name)
+    check_indices(start, count)
     length = family.length if length is None else integer("length", length, low=1, high=MAX_LENGTH)
     writer = BankWriter(bank)
     declare_keeping_rules(writer, family.spec(preset))
@@ -149,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; a missing dataset or an unusable bank is one line and exit status 2, an interruption
     exit status 130."""
-    args = parse(_parser(), argv)
+    args = parse(_parser(), argv, lambda args: check_indices(args.start, args.count, ("--start", "--count")))
     if isinstance(args, int):
         return args
     before = bank_with_curves(args.bank)

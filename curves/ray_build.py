@@ -228,4 +228,6 @@ def run_cli(args: Any, families: list[str]) -> int:
           f"{len(report.failed)} failed; {len(report.missing)} family(ies) skipped for missing data")
     for cid, why in report.failed.items():
         print(f"FAILED {cid}: {why}")
-    return 1 if report.failed else 0
+    for family, why in report.missing.items():
+        print(f"SKIPPED {family}: {why}")
+    return 1 if report.failed or report.missing else 0

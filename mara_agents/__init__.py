@@ -23,8 +23,11 @@ from mara_agents.play.policy import NodeActor, Policy
 __all__ = ["POLICIES", "EDFPolicy", "FIFOPolicy", "Method", "NodeActor", "Policy", "RandomPolicy", "make_policy"]
 
 from mara_agents.envs.forecast import ENV_ID as FORECAST_ENV_ID  # noqa: E402
+from mara_env import forecast_env_placeholder  # noqa: E402
 
-if FORECAST_ENV_ID not in gymnasium.registry:
+_registered = gymnasium.registry.get(FORECAST_ENV_ID)
+if _registered is None or _registered.entry_point is forecast_env_placeholder:  # replace mara_env's placeholder
+    gymnasium.registry.pop(FORECAST_ENV_ID, None)
     gymnasium.register(id=FORECAST_ENV_ID, entry_point="mara_agents.envs.forecast:ForecastEnv",
                        vector_entry_point="mara_agents.envs.forecast:ForecastVectorEnv")
 if hasattr(pettingzoo, "register") and hasattr(pettingzoo, "aec_registry"):

@@ -4,7 +4,8 @@ checks that turn an action into the picks the simulator applies.
 The Gymnasium and PettingZoo environments are thin adapters over :class:`Engine`; they differ only in how
 actions arrive (one joint action, or one node at a time) and how observations are shaped. The native vector
 env and the live env use the same checks (:func:`action_picks`, :func:`resolve_conflicts`,
-:func:`reset_info`) and the same reward and info (:mod:`mara_env.dynamics`).
+:func:`reset_info`) and the same reward and info (:mod:`mara_env.dynamics`); the live backend steps its
+simulator through :func:`advance`, as :class:`Engine` does.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from mara_env.simulator import Simulator, StepOutcome
 from mara_env.tasksets import TASK_SETS
 from mara_env.workload import Episode, Workload, load_workload
 
-__all__ = ["INFO_KEYS", "Engine", "EpisodeSource", "action_picks", "check_picks", "check_scores", "load_sources",
-           "reset_info", "resolve_conflicts"]
+__all__ = ["INFO_KEYS", "Engine", "EpisodeSource", "action_picks", "advance", "check_picks", "check_scores",
+           "load_sources", "reset_info", "resolve_conflicts"]
 RESET_OPTIONS = ("episode",)
 
 
@@ -126,16 +127,9 @@ class Engine:
         """Advance the simulator by the applied ``picks`` (``repaired``: how many :func:`resolve_conflicts`
         moved); returns (team reward, terminated, info).
 
-        At termination the info also holds ``episode_metrics`` (:func:`mara_env.dynamics.episode_metrics`) and
-        ``task_outcomes`` (each task's status by name, in the episode's task order).
+        At termination the info also holds ``episode_metrics`` and ``task_outcomes`` (:func:`advance`).
         """
-        outcome: StepOutcome = self.sim.step(picks)
-        reward = team_reward(self.config, outcome.successes, outcome.potential_before, outcome.potential_after)
-        info = step_info(outcome.successes, outcome.expirations, outcome.conflicts, repaired)
-        if outcome.terminated:
-            info["episode_metrics"] = self.sim.metrics()
-            info["task_outcomes"] = self.sim.task_outcomes()
-        return reward, outcome.terminated, info
+        return advance(self.sim, picks, repaired)
 
     def render_text(self) -> str:
         """An ASCII table of slots, queue and nodes (``render_mode="ansi"``)."""
@@ -151,6 +145,22 @@ class Engine:
                          f"{'' if node is None else 'served'}")
         lines.append(f"busy nodes last step: {len(sim.last_served)}/{sim.num_nodes}")
         return "\n".join(lines) + "\n"
+
+
+def advance(sim: Simulator, picks: list[int], repaired: int | None = None) -> tuple[float, bool, dict[str, Any]]:
+    """Step ``sim`` by the applied ``picks`` and account for the step as every front end does: returns (team
+    reward, terminated, info), ``repaired`` being how many picks :func:`resolve_conflicts` moved.
+
+    At termination the info also holds ``episode_metrics`` (:func:`mara_env.dynamics.episode_metrics`) and
+    ``task_outcomes`` (each task's status by name, in the episode's task order).
+    """
+    outcome: StepOutcome = sim.step(picks)
+    reward = team_reward(sim.config, outcome.successes, outcome.potential_before, outcome.potential_after)
+    info = step_info(outcome.successes, outcome.expirations, outcome.conflicts, repaired)
+    if outcome.terminated:
+        info["episode_metrics"] = sim.metrics()
+        info["task_outcomes"] = sim.task_outcomes()
+    return reward, outcome.terminated, info
 
 
 def check_picks(action: Any, shape: tuple[int, ...], num_slots: int, name: str = "action",

@@ -56,6 +56,19 @@ from mara_env.gym_env import gym_action_space, gym_observation_space
 from mara_env.workload import Episode
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED)
+# The loss history (N, K, H_max) float32 is the largest array by far; this bound on it is far above any
+# sensible num_envs (about 28 to a few thousand) and far below what would exhaust a machine's memory.
+MAX_HISTORY_BYTES = 8 * 2**30
+
+
+def _check_memory(num_envs: int, max_active: int, max_length: int) -> None:
+    """Refuse a ``num_envs`` whose loss history would exceed :data:`MAX_HISTORY_BYTES`, naming the bound in
+    sub-envs, before anything of size N is allocated."""
+    per_env = max_active * max_length * np.dtype(np.float32).itemsize
+    if num_envs * per_env > MAX_HISTORY_BYTES:
+        raise ValueError(f"num_envs={num_envs} is too large: the loss history alone would take "
+                         f"{num_envs * per_env / 2**30:.1f} GiB ({max_active} slots x {max_length} losses x 4 bytes "
+                         f"per sub-env); at most {MAX_HISTORY_BYTES // per_env} sub-envs fit this env's bound")
 
 
 class MARAVectorEnv(gym.vector.VectorEnv):
@@ -87,6 +100,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         self.metadata = {**self.metadata, "autoreset_mode": mode}
         self.single_action_space = gym_action_space(self.config)
         _, bank, workload = load_sources(self.config)
+        _check_memory(self.num_envs, self.config.max_active, bank.max_length)
         self.single_observation_space = gym_observation_space(self.config, bank.max_length, slot_features)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)

@@ -52,7 +52,7 @@ CANDIDATES: dict[str, tuple[NamedSetting, ...]] = {
 }
 HAND_WRITTEN = ("fifo", "edf", "lara-fm", "slack-fm")
 RULE_LOAD = 0.04  # the rule reads p = 0.04 only; p = 0.07 is played and shown
-SCORES = "measured"  # selection.json's key of the candidates' scores
+SCORES = "measured"  # selection.json's key of the candidates' scores; standards: definition
 BAND = (20.0, 80.0)  # best hand-written success (%) must lie in here: neither hopeless nor saturated
 NEAR = 1.0  # points of headroom within which the candidate closer to the default wins
 

@@ -16,7 +16,10 @@ recorded when the policy was trained:
   ``checkpoint`` by the destination's file name.
 
 Every other entry, every hash included, is kept.  A path whose content differs, or that can be checked neither
-by a recorded hash nor by the file itself, is left as is and the reason printed.  The weights are checked
+by a recorded hash nor by the file itself, is left as is and the reason printed, except the FM's: a policy
+plays only with the FM it was trained with (loading compares the recorded hash), so a policy whose FM is not
+the shipped one is refused unless ``--fm`` names where that FM was shipped.  The destination must lie in the
+checkpoints folder (``mara_agents/checkpoints``).  The weights are checked
 against the manifest's ``checkpoint_sha256`` and copied byte for byte; both files are written atomically.
 
     python -m tools.ship_checkpoints runs/ext/speeds/member0p.pt mara_agents/checkpoints/extensions/speeds/member0.pt \\
@@ -32,7 +35,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace as with_changes
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -46,6 +49,7 @@ MANIFEST_FORMAT = "mara-mat-manifest"
 BANK_FIELDS = (("config", "env", "bank"), ("data", "bank"))
 FM_FIELDS = (("config", "fm_checkpoint"), ("predictor", "checkpoint"))
 START_FIELDS = (("config", "finetune", "init_from"), ("initial_policy", "checkpoint"))
+CHECKPOINTS = Path("mara_agents") / "checkpoints"  # inside the repository: where shipped policies live
 
 
 class ShipError(ValueError):
@@ -60,6 +64,11 @@ class ShippedPlaces:
     repository: Path
     bank: Path
     fm: Path
+
+    @property
+    def checkpoints(self) -> Path:
+        """The folder shipped policies go to."""
+        return self.repository / CHECKPOINTS
 
 
 SHIPPED = ShippedPlaces(REPOSITORY, DEFAULT_BANK, DEFAULT_FM)
@@ -123,29 +132,35 @@ def _read_source(src: Path) -> tuple[bytes, dict[str, Any]]:
     return weights, manifest
 
 
-def _check_destination(src: Path, dest: Path, weights: bytes, repository: Path, replace: bool) -> None:
-    """Refuse a destination that is not a ``.pt`` file inside the repository, is the source itself, or holds
-    other weights (unless ``replace``): shipping never loses a shipped policy by accident."""
+def _check_destination(src: Path, dest: Path, weights: bytes, places: ShippedPlaces, replace: bool) -> None:
+    """Refuse a destination that is not a ``.pt`` file inside the checkpoints folder, is the source itself, or
+    holds other weights (unless ``replace``): shipping never loses a shipped policy by accident, nor puts one
+    among results or code."""
     if dest.suffix != ".pt":
         raise ShipError(f"DEST: {dest} must name a .pt file")
-    if not dest.resolve().is_relative_to(repository.resolve()):
-        raise ShipError(f"DEST: {dest} lies outside the repository {repository}")
+    if not dest.resolve().is_relative_to(places.checkpoints.resolve()):
+        raise ShipError(f"DEST: {dest} lies outside the checkpoints folder {places.checkpoints}; ship policies there")
     if dest.resolve() == src.resolve():
         raise ShipError(f"DEST: {dest} is SRC itself; ship into another file")
     if dest.is_file() and dest.read_bytes() != weights and not replace:
         raise ShipError(f"DEST: {dest} already holds other weights; pass --replace to replace them")
 
 
+def _check_shipped_file(flag: str, path: Path | None, repository: Path) -> None:
+    """Refuse a file named by ``flag`` (``--start``, ``--fm``) that is missing or outside the repository."""
+    if path is None:
+        return
+    if not path.is_file():
+        raise ShipError(f"{flag}: {path} not found")
+    if not path.resolve().is_relative_to(repository.resolve()):
+        raise ShipError(f"{flag}: {path} lies outside the repository {repository}; name where it was shipped")
+
+
 def _check_start(start: Path | None, manifest: dict[str, Any], repository: Path) -> None:
     """Refuse a ``--start`` that is missing, outside the repository, or given for a policy that records no
     starting policy."""
-    if start is None:
-        return
-    if not start.is_file():
-        raise ShipError(f"--start: {start} not found")
-    if not start.resolve().is_relative_to(repository.resolve()):
-        raise ShipError(f"--start: {start} lies outside the repository {repository}; name where the start was shipped")
-    if not manifest.get("initial_policy"):
+    _check_shipped_file("--start", start, repository)
+    if start is not None and not manifest.get("initial_policy"):
         raise ShipError(f"--start: {start} given, but the policy records no starting policy")
 
 
@@ -192,13 +207,32 @@ def _relabel(field: str, old: str, shipped: _Shipped, repository: Path) -> Field
     return FieldChange(field, old, new, f"its {shipped.hash_name} equals {shipped.name}'s")
 
 
+def _shipped_fm(manifest: dict[str, Any], places: ShippedPlaces) -> _Shipped:
+    """Where the FM was shipped and the SHA-256 the run recorded for the FM it used."""
+    return _Shipped(f"the FM {portable_path(places.fm, places.repository)}", "SHA-256", places.fm,
+                    _lookup(manifest, ("predictor", "checkpoint_sha256")), file_sha256)
+
+
+def _check_fm(manifest: dict[str, Any], fm: _Shipped, repository: Path) -> None:
+    """Refuse a policy trained with an FM whose content is not the shipped FM's (or ``--fm``'s), or cannot be
+    checked: shipped, it would be loaded with that FM, which its recorded hash refuses."""
+    trained = _lookup(manifest, ("predictor", "checkpoint"))
+    if _lookup(manifest, ("predictor", "name")) != "fm" or not isinstance(trained, str) or not trained:
+        return
+    digest = _recorded_or_hashed(trained, fm, repository)
+    if digest == fm.digest(fm.place):
+        return
+    why = "cannot be checked (not found, no recorded SHA-256)" if digest is None else f"differs from {fm.name}'s"
+    raise ShipError(f"--fm: the policy was trained with the FM {trained}, whose SHA-256 {why}; ship that FM into the "
+                    "repository and name it with --fm, so that the policy never plays with another FM")
+
+
 def _shipped_inputs(manifest: dict[str, Any], start: Path | None,
                    places: ShippedPlaces) -> list[tuple[tuple[str, ...], _Shipped]]:
     """Each input path field with where that input was shipped and the hash the run recorded for it."""
     bank = _Shipped("the shipped bank", "bank checksum", places.bank, _lookup(manifest, ("data", "bank_sha256")),
                     bank_checksum)
-    fm = _Shipped("the shipped FM predictor", "SHA-256", places.fm,
-                  _lookup(manifest, ("predictor", "checkpoint_sha256")), file_sha256)
+    fm = _shipped_fm(manifest, places)
     start_label = f"--start {portable_path(start, places.repository)}" if start else ""
     begin = _Shipped(start_label, "SHA-256", start, _lookup(manifest, ("initial_policy", "checkpoint_sha256")),
                      file_sha256, absent="no --start names where the starting policy was shipped")
@@ -214,19 +248,25 @@ def _destination_fields(dest: Path, repository: Path) -> list[tuple[tuple[str, .
 
 
 def plan_ship(src: str | os.PathLike[str], dest: str | os.PathLike[str], start: str | os.PathLike[str] | None = None,
-              *, replace: bool = False, places: ShippedPlaces | None = None) -> ShipPlan:
+              *, replace: bool = False, places: ShippedPlaces | None = None,
+              fm: str | os.PathLike[str] | None = None) -> ShipPlan:
     """Check the inputs and work out what shipping ``src`` to ``dest`` writes, writing nothing.
 
     Raises :class:`ShipError` (a ``ValueError``) naming the argument for a missing or corrupt source, a
-    destination outside the repository, equal to the source or holding other weights (unless ``replace``), or
-    an unusable ``start``.
+    destination outside the checkpoints folder, equal to the source or holding other weights (unless
+    ``replace``), an unusable ``start`` or ``fm`` (where the policy's FM was shipped, if not the shipped FM),
+    or a policy trained with an FM other than that one.
     """
     places = places or SHIPPED
     src, dest = Path(src), Path(dest)
     start = Path(start) if start is not None else None
     weights, manifest = _read_source(src)
-    _check_destination(src, dest, weights, places.repository, replace)
+    _check_destination(src, dest, weights, places, replace)
     _check_start(start, manifest, places.repository)
+    if fm is not None:
+        _check_shipped_file("--fm", Path(fm), places.repository)
+        places = with_changes(places, fm=Path(fm))
+    _check_fm(manifest, _shipped_fm(manifest, places), places.repository)
     found: list[tuple[tuple[str, ...], FieldChange]] = []
     for keys, place in _shipped_inputs(manifest, start, places):
         old = _lookup(manifest, keys)
@@ -256,11 +296,12 @@ def write_shipped(dest: Path, plan: ShipPlan) -> None:
 
 def ship_policy(src: str | os.PathLike[str], dest: str | os.PathLike[str],
                 start: str | os.PathLike[str] | None = None, *, replace: bool = False, dry_run: bool = False,
-                places: ShippedPlaces | None = None) -> list[FieldChange]:
-    """Copy the exported policy ``src`` to ``dest`` inside the repository with its manifest relabelled (the
-    module docstring gives the rule) and return the change of each recorded path; ``dry_run`` writes nothing.
-    ``start`` names where the policy's starting policy was shipped; ``places`` defaults to :data:`SHIPPED`."""
-    plan = plan_ship(src, dest, start, replace=replace, places=places)
+                places: ShippedPlaces | None = None, fm: str | os.PathLike[str] | None = None) -> list[FieldChange]:
+    """Copy the exported policy ``src`` to ``dest`` inside the checkpoints folder with its manifest relabelled
+    (the module docstring gives the rule) and return the change of each recorded path; ``dry_run`` writes
+    nothing.  ``start`` names where the policy's starting policy was shipped, ``fm`` where its FM was (when not
+    the shipped FM); ``places`` defaults to :data:`SHIPPED`."""
+    plan = plan_ship(src, dest, start, replace=replace, places=places, fm=fm)
     if not dry_run:
         write_shipped(Path(dest), plan)
     return plan.changes
@@ -269,9 +310,11 @@ def ship_policy(src: str | os.PathLike[str], dest: str | os.PathLike[str],
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tools.ship_checkpoints", description=__doc__.split("\n\n")[0])
     parser.add_argument("src", type=Path, help="the exported policy (with its .json manifest beside it)")
-    parser.add_argument("dest", type=Path, help="where it ships, a .pt file inside the repository")
+    parser.add_argument("dest", type=Path, help="where it ships, a .pt file inside mara_agents/checkpoints")
     parser.add_argument("--start", type=Path, default=None,
                         help="where the policy's starting policy (--init-from) was shipped")
+    parser.add_argument("--fm", type=Path, default=None,
+                        help="where the FM the policy was trained with was shipped (default: the shipped FM)")
     parser.add_argument("--replace", action="store_true", help="replace a destination that holds other weights")
     parser.add_argument("--dry-run", action="store_true", help="print the changes, write nothing")
     return parser.parse_args(argv)
@@ -279,7 +322,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    changes = ship_policy(args.src, args.dest, args.start, replace=args.replace, dry_run=args.dry_run)
+    changes = ship_policy(args.src, args.dest, args.start, replace=args.replace, dry_run=args.dry_run, fm=args.fm)
     for change in changes:
         print(change.describe())
     print(f"dry run: nothing written to {args.dest}" if args.dry_run else

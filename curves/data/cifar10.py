@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from curves.data.errors import DataMissingError
+from curves.data.errors import missing_under
 
 FOLDER = "cifar-10-batches-py"
 MEAN = np.array([0.4914, 0.4822, 0.4465], dtype=np.float32)
@@ -30,9 +30,8 @@ def load_cifar10(data_root: str | Path | None) -> tuple[torch.Tensor, torch.Tens
     """Standardised training images (N, 3, 32, 32) float32 and labels (N,) int64 from all data_batch_* files."""
     folder = find_cifar10(data_root)
     if folder is None:
-        raise DataMissingError(f"CIFAR-10 python batches ({FOLDER}/data_batch_1..5) not found under {data_root}; "
-                               "download cifar-10-python.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html "
-                               "and extract it there")
+        raise missing_under(f"CIFAR-10 python batches ({FOLDER}/data_batch_1..5)", data_root,
+                            "download cifar-10-python.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html")
     images, labels = [], []
     for path in sorted(folder.glob("data_batch_*")):
         with open(path, "rb") as handle:

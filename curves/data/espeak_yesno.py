@@ -1,11 +1,11 @@
 """A synthetic stand-in for the YESNO corpus: isolated "yes"/"no" words spoken by espeak-ng.
 
-OpenSLR's waves_yesno holds 60 recordings of 8 yes/no words by one speaker; here each clip is one word (an
-8-word clip did not learn within a curve's 700 batches of 1-4 clips on the cpu preset, and cost 5× more per
-batch), and the model's per-word read-out is used with ``words = 1``.  Clips vary voice (8 English accents ×
-11 voice variants), pitch, speed and amplitude, and get white noise at a random SNR, so the task is not
-trivially separable.  Features are log-mel (40 bands, a hop of 1,024 samples at 22,050 Hz) standardised over
-the set; clips are cached under ~/.cache/mara-curves because synthesis takes a few seconds.
+OpenSLR's waves_yesno holds 60 recordings of 8 yes/no words by one speaker; here each clip is one word (why:
+``curves/README.md``, "The data"), and the model's per-word read-out is used with ``words = 1``.  Clips vary
+voice (8 English accents × 11 voice variants), pitch, speed and amplitude, and get white noise at a random
+SNR, so the task is not trivially separable.  Features are log-mel (40 bands, a hop of 1,024 samples at
+22,050 Hz) standardised over the set; clips are cached under ~/.cache/mara-curves because synthesis takes a
+few seconds.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ INSTALL_HINT = "sudo apt-get install espeak-ng"
 ACCENTS = ["en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan", "en-gb-x-gbcwmd", "en-029", "en-us-nyc"]
 VARIANTS = ["", "+m1", "+m2", "+m3", "+m4", "+m5", "+f1", "+f2", "+f3", "+f4", "+croak"]
 WORDS = 1
-FRAMES = 32  # hops of 1,024 samples at 22,050 Hz: 1.5 s, longer than the slowest single word
+FRAMES = 32  # hops of 1,024 samples at 22,050 Hz: 1.5 s, longer than the slowest single word; standards: definition
 N_CLIPS = 1000
 SEED = 0
 VERSION = 2

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from curves.data.errors import DataMissingError
+from curves.data.errors import missing_under
 from curves.data.text import build_vocab, encode, tokenize
 
 VOCAB_SIZE = 20000
@@ -27,8 +27,8 @@ def load_imdb(data_root: str | Path | None) -> tuple[torch.Tensor, torch.Tensor,
     """Token ids (N, MAX_LEN), labels (0 = negative, 1 = positive) and the vocabulary size."""
     folder = find_imdb(data_root)
     if folder is None:
-        raise DataMissingError(f"aclImdb/train/{{pos,neg}} not found under {data_root}; download aclImdb_v1.tar.gz "
-                               "from https://ai.stanford.edu/~amaas/data/sentiment/ and extract it there")
+        raise missing_under("aclImdb/train/{pos,neg}", data_root,
+                            "download aclImdb_v1.tar.gz from https://ai.stanford.edu/~amaas/data/sentiment/")
     docs, labels = [], []
     for label, sub in ((0, "neg"), (1, "pos")):
         for path in sorted((folder / "train" / sub).glob("*.txt")):

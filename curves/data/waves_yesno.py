@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from curves.data.errors import DataMissingError
+from curves.data.errors import missing_under
 from curves.data.logmel import fix_frames, log_mel
 
 WORDS = 8
-FRAMES = 128  # hops of 256 samples at 8 kHz: 4.1 s, the longest recordings are about 6 s and end in silence
+FRAMES = 128  # hops of 256 samples at 8 kHz: a recording's first 4.1 s (curves/README.md); standards: definition
 
 
 def find_yesno(data_root: str | Path | None) -> Path | None:
@@ -46,8 +46,8 @@ def load_waves_yesno(data_root: str | Path | None) -> tuple[torch.Tensor, torch.
     """Standardised log-mel features (N, FRAMES, 40) and the 8 labels per recording (N, 8)."""
     folder = find_yesno(data_root)
     if folder is None:
-        raise DataMissingError(f"waves_yesno/*.wav not found under {data_root}; download waves_yesno.tar.gz from "
-                               "https://www.openslr.org/1/ and extract it there")
+        raise missing_under("waves_yesno/*.wav", data_root,
+                            "download waves_yesno.tar.gz from https://www.openslr.org/1/")
     feats, labels = [], []
     for path in sorted(folder.glob("*.wav")):
         label = _labels(path)

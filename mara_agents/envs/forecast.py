@@ -50,13 +50,14 @@ from mara_agents.predictors.base import MIN_OBSERVATIONS, Predictor
 from mara_agents.predictors.demand import GENERATION_CAP_FACTOR, PREDICTORS, Demand, make_predictor
 from mara_agents.rules.slack import slack_keys
 from mara_agents.rules.slots import steps_to_deadline
+from mara_env import FORECAST_ENV_ID
 from mara_env.config import MARAConfig
 from mara_env.features import TASK_FEATURE_INDEX
 from mara_env.gym_env import MARAEnv
 from mara_env.pettingzoo_env import MARAParallelEnv, raw_env
 from mara_env.vector_env import MARAVectorEnv
 
-ENV_ID = "MARA-Forecast-v0"
+ENV_ID = FORECAST_ENV_ID
 FORECASTS = ("median", "samples")
 MEDIAN_FEATURES = ("forecast_ready", "predicted_remaining", "slack", "fits", "slack_priority", "slack_serves")
 SAMPLE_FEATURES = ("predicted_q10", "predicted_q90", "fits_fraction")

@@ -14,6 +14,7 @@ truncated one, a foreign table, a value that is not JSON, a lock that outlasts t
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
 import time
@@ -52,6 +53,9 @@ class ResultCache:
             except OSError as exc:
                 raise CacheError(f"{path}: cannot create the result cache's directory ({exc.strerror}); "
                                  "pass --cache with a writable place") from exc
+            if path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+                raise CacheError(f"{path}: the result cache (or its folder) is read-only; make it writable, or pass "
+                                 "--cache with another file (its finished episodes are then recomputed)")
         self._db = self._guarded(lambda: sqlite3.connect(":memory:" if path is None else str(path),
                                                       timeout=min(BUSY_S, lock_wait_s)))
         self._guarded(self._open_table)

@@ -99,7 +99,7 @@ def max_completions(arrival: np.ndarray, deadline: np.ndarray, needed: np.ndarra
     has ``needed_k`` batches; ``num_nodes`` batches run per step in all (M unit-speed nodes; with speeds, the
     relaxation of the module text: ``rate`` = the fastest speed, ``num_nodes`` = the sum of the speeds).
     """
-    # Imported here, where a bound is solved: at module level SciPy's optimiser would add about 37 MiB to every
+    # Imported here, where a bound is solved: at module level SciPy's optimiser would add its memory to every
     # process that imports the evaluation, including those that never compute a bound.
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_array

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from mara_common import checks
 from curves.bank import DEFAULT_BANK, BankError
+from mara_agents.allocators.registry import POLICIES
 from mara_agents.play.checkpoints import CheckpointError, portable_path
 from mara_agents.evaluation.cache import CacheError, ResultCache
 from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
-from mara_agents.evaluation.extension_settings import SHIPPED, load_settings
+from mara_agents.evaluation.extension_settings import SHIPPED, check_checkpoints, load_settings
 from mara_agents.evaluation.extension_table import FILES as EXTENSION_FILES
 from mara_agents.evaluation.extension_table import HAND_WRITTEN
 from mara_agents.evaluation.extension_table import LOADS as EXTENSION_LOADS
@@ -192,6 +193,8 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             require_ray()
         except RayEvaluationError as exc:
             parser.error(str(exc))
+    if args.seeds is not None:
+        _check_seeds(parser, args.seeds, args.methods)
     if args.readme is not None and not args.readme.is_file():
         parser.error(f"--readme {args.readme}: no such file (name the README whose Results section to replace)")
     if "extensions" in args.experiments:
@@ -199,9 +202,20 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             parser.error(f"--loads {' '.join(map(str, args.loads))}: the extensions experiment reports p = "
                          f"{' and '.join(map(str, EXTENSION_LOADS))}; select at least one of them")
         try:
-            load_settings(args.settings)
+            check_checkpoints(load_settings(args.settings), str(args.settings))
         except ValueError as exc:
             parser.error(f"--settings: {exc}")
+
+
+def _check_seeds(parser: argparse.ArgumentParser, seeds: int, methods: Sequence[str] | None) -> None:
+    """Refuse a ``--seeds`` above what the methods (those named, else every registered one) ship: the run
+    would otherwise play fewer seeds than asked without a word."""
+    shipped = {name: spec_for(name).seeds for name in (methods or POLICIES) if not is_import_path(name)}
+    shipped = {name: found for name, found in shipped.items() if found}
+    if shipped and seeds > max(map(len, shipped.values())):
+        listed = ", ".join(f"{name} {len(found)}" for name, found in shipped.items())
+        parser.error(f"--seeds {seeds}: more training seeds than the methods ship ({listed}); ask for at most "
+                     f"{max(map(len, shipped.values()))}")
 
 
 def _is_full_default(args: argparse.Namespace) -> bool:

@@ -146,6 +146,17 @@ def load_settings(path: Path = SHIPPED) -> list[NamedSetting]:
     return settings
 
 
+def check_checkpoints(settings: list[NamedSetting], where: str) -> None:
+    """Refuse settings that name a learned allocator whose checkpoint is not there (``where`` names the file in
+    the message): the tables would otherwise be made without it."""
+    for setting in settings:
+        for entry in setting.learned:
+            missing = entry.missing()
+            if missing:
+                raise ValueError(f"{where}: setting {setting.name!r}: {entry.label} checkpoint not found: "
+                                 f"{', '.join(missing)} (train and ship it, or remove the entry)")
+
+
 def save_settings(path: Path, settings: list[NamedSetting], extra: dict[str, Any] | None = None) -> None:
     """Write a settings file atomically (``extra`` keys go beside ``settings``, e.g. how they were chosen)."""
     data = {**(extra or {}), "settings": [s.to_json() for s in settings]}

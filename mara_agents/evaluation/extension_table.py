@@ -5,10 +5,10 @@ A setting (:mod:`mara_agents.evaluation.extension_settings`) is played by the on
 (:func:`~mara_agents.evaluation.harness.evaluate`) with its env options and ``fairness_metrics=True``, so its
 episodes are cached and resumed like every other experiment's, under keys that name the options.  Per setting
 the tables show every hand-written allocator (:data:`HAND_WRITTEN`), the learned allocators the settings file
-names for it (one whose checkpoint is missing, or that cannot be built, is left out with a note), the bounds,
-and the fairness columns: the mean over episodes of the lowest per-family success rate and of Jain's index over
-families (``mara_env.fairness``; the bounds' from their per-family outcomes).  The summary pairs the best
-learned allocator with the best hand-written one by evaluation root
+names for it (a missing checkpoint is refused before any work; one that cannot be built is left out with a
+note), the bounds, and the fairness columns: the mean over episodes of the lowest per-family success rate and
+of Jain's index over families (``mara_env.fairness``; the bounds' from their per-family outcomes).  The
+summary pairs the best learned allocator with the best hand-written one by evaluation root
 (:func:`~mara_agents.evaluation.stats.paired_difference`), and gives each one's gap to the Clairvoyant bound,
 paired the same way.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mara_common.atomic import atomic_write_text
-from mara_agents.evaluation.extension_settings import NamedSetting
+from mara_agents.evaluation.extension_settings import NamedSetting, check_checkpoints
 from mara_agents.evaluation.grid import Grid, markdown
 from mara_agents.evaluation.harness import Settings, evaluate
 from mara_agents.evaluation.methods import CLAIRVOYANT, ORACLE
@@ -67,18 +67,11 @@ def env_options(setting: NamedSetting) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted({**setting.env_options(), "fairness_metrics": True}.items()))
 
 
-def learned_methods(setting: NamedSetting) -> tuple[list[str], list[str]]:
-    """The learned allocators of a setting whose checkpoints are there (as harness policies), and a note for
-    each of the others."""
-    methods, notes = [], []
-    for entry in setting.learned:
-        missing = entry.missing()
-        if missing:
-            notes.append(f"{setting.name}: {entry.label} left out, checkpoint not found: "
-                         f"{', '.join(missing)}")
-        else:
-            methods.append(entry.import_path())
-    return methods, notes
+def learned_methods(setting: NamedSetting) -> list[str]:
+    """The learned allocators of a setting, as harness policies; a missing checkpoint is a ``ValueError``
+    naming it (:func:`~mara_agents.evaluation.extension_settings.check_checkpoints`), never a dropped row."""
+    check_checkpoints([setting], "the settings")
+    return [entry.import_path() for entry in setting.learned]
 
 
 def bound_fairness(row: dict[str, Any]) -> dict[str, Any]:
@@ -92,12 +85,12 @@ def bound_fairness(row: dict[str, Any]) -> dict[str, Any]:
 def play_setting(setting: NamedSetting, base: Settings, loads: Sequence[float],
                  hand_written: Sequence[str] = HAND_WRITTEN) -> Played:
     """The hand-written allocators and the setting's learned ones, with the bounds, at each load."""
-    learned, notes = learned_methods(setting)
+    learned = learned_methods(setting)
     settings = dataclasses.replace(base, env=env_options(setting), strict=False)
     requests = [(method, TASK_SET, load) for method in (*hand_written, *learned) for load in loads]
     results = evaluate(requests, settings)
     skipped = {s.method for s in results.skipped}
-    notes += [f"{setting.name}: {line.removeprefix('- ')}" for line in skipped_lines(results.skipped)]
+    notes = [f"{setting.name}: {line.removeprefix('- ')}" for line in skipped_lines(results.skipped)]
     rows = [{**(bound_fairness(row) if row["method"] in (ORACLE, CLAIRVOYANT) else row), "setting": setting.name}
             for row in sorted_rows(results.rows, [*hand_written, *learned])]
     return Played(setting, rows, [m for m in hand_written if m not in skipped],

@@ -57,6 +57,9 @@ class UserPolicy:
         except ImportError as exc:
             raise MethodError(f"--policy {self.key}: cannot import module {self.module!r} ({exc}); run from the "
                               "directory that holds it or put it on PYTHONPATH") from exc
+        except Exception as exc:  # noqa: BLE001 — the user's module may raise anything while it is imported
+            raise MethodError(f"--policy {self.key}: importing module {self.module!r} raised "
+                              f"{type(exc).__name__}: {exc}") from exc
         factory = getattr(module, self.factory, None)
         if not callable(factory):
             raise MethodError(f"--policy {self.key}: module {self.module!r} has no callable {self.factory!r}")

@@ -26,7 +26,7 @@ FIGURES = ("fig3a_forecast.png", "fig3b_mae_by_rank.png")
 def predictor_table(bank: Path, out: Path, cache: ResultCache) -> Grid:
     """Table 1 as a grid; its note says when FM is skipped (checkpoint missing or unreadable).
 
-    Figure 3's PNGs are written to ``out`` whenever FM is available and the table is measured anew (a new bank or
+    Figure 3's PNGs are written to ``out`` whenever FM is available and the table is computed anew (a new bank or
     FM checkpoint, so the figures from before would show the old one) or they are not there yet.
     """
     import torch

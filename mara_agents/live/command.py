@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from mara_common import checks
 from mara_common.ray_support import require_ray
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_agents.play.policy import Policy
-from mara_env.config import MARAConfig
+from mara_env.config import MAX_NODES, MAX_WINDOW, MARAConfig
 from mara_env.live import LiveEpisode, LiveMARAEnv, LiveSettings, LiveTask, replay_mismatches
 from mara_env.live.runner import connect
 
@@ -152,6 +153,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_counts(args: argparse.Namespace) -> None:
+    """Refuse a count the user typed, by its flag, before any work: the env would refuse it later under its own
+    field name (``--steps 0`` as ``arrival_window``), or take ``--window 0`` for ``--steps``."""
+    checks.integer("--nodes", args.nodes, low=1, high=MAX_NODES)
+    checks.integer("--steps", args.steps, low=1, high=MAX_WINDOW)
+    if args.window is not None:
+        checks.integer("--window", args.window, low=1, high=MAX_WINDOW)
+    checks.integer("--attempts", args.attempts, low=1)
+    checks.integer("--bench-steps", args.bench_steps, low=2)  # the first step is not timed
+
+
 def writable_folder(out: Path, argument: str = "out") -> None:
     """Check before any work that files can be written into ``out`` (``ValueError`` naming ``argument`` if not),
     by creating it and a temporary file in it; folders this check created are removed again."""
@@ -209,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = default_out(args)
     try:
+        check_counts(args)
         if not args.bench:
             writable_folder(out, "--out")
         if args.bench:

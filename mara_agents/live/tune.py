@@ -9,10 +9,10 @@ in its config, the recipe features the predictors read.
 iteration (one ``train()`` call: one ``tune.report`` of a function trainable, one ``step`` of a class
 trainable).  A trial's deadline is its arrival round (the round in which Tune added it) plus its deadline,
 so a trial that trains in every round has exactly ``deadline`` iterations, as a MARA task served at every
-step has B batches.  The bookkeeping is the live simulator's (:class:`mara_env.live.LiveSimulator`), used
-through its public API (``reveal``, ``fail``, ``step``, ``observation``, ``task_outcome(s)``, ``slot_tasks``,
-``deadline_of``): slots, queue, deadlines, successes, expiries and the observation every registered allocator
-reads.
+step has B batches.  The bookkeeping is the live simulator's (:class:`mara_env.live.LiveSimulator`), advanced
+round by round by the live step every live front end takes (:func:`mara_env.live.step.live_step`) and read
+through its public API (``observation``, ``task_outcome(s)``, ``slot_tasks``, ``deadline_of``, ``per_batch``):
+slots, queue, deadlines, successes, expiries and the observation every registered allocator reads.
 
 **The decisions.**  When a round ends, the allocator picks the trials the M nodes serve in the next round.
 A trial whose tracked metric reaches ε is stopped at once (``STOP``: it succeeded); so is one whose deadline
@@ -35,16 +35,30 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
+from mara_common import checks
 from curves.bank import FamilySpec
 from mara_agents.live.jobs.schedule import build_policy
 from mara_agents.play.policy import Policy
 from mara_env.config import MARAConfig
 from mara_env.live.simulator import LiveSimulator
+from mara_env.live.step import live_step
 from mara_env.live.tasks import METRICS, LiveEpisode, LiveTask, tracked
 
 ENDED = ("succeeded", "expired")  # the outcomes of a trial that has left MARA's slots and queue
 
 HISTORY_WIDTH = 700  # the shipped bank's H_max: the observation width the MAT checkpoints were trained on
+
+
+def _target(name: str, value: object) -> float:
+    """A target ε: a positive finite number (``name`` says where it came from in the error)."""
+    return checks.number(name, value, low=0.0, low_open=True)
+
+
+def _deadline(name: str, value: object) -> int:
+    """A deadline: a whole number of iterations, at least 1 (a search space may give ``10.0`` for 10)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return checks.integer(name, value, low=1)
 
 
 @dataclass
@@ -59,7 +73,8 @@ class MARAScheduler(TrialScheduler):
     """Runs at most ``nodes`` trials at once, chosen by the allocator ``policy`` (a registered name or a
     policy object); stops trials that reach their target or deadline (see the module docstring).
 
-    ``target`` and ``deadline`` apply to every trial unless its config has ``target_key`` / ``deadline_key``.
+    ``target`` (ε > 0) and ``deadline`` (iterations ≥ 1) apply to every trial unless its config has
+    ``target_key`` / ``deadline_key``; every argument is checked here, a trial's own values when it is added.
     ``metric`` is the reported value to minimise (Tune's ``TuneConfig(metric=...)`` sets it too).
     """
 
@@ -74,6 +89,11 @@ class MARAScheduler(TrialScheduler):
             raise ValueError(f"mode must be 'min' (the metric is a loss to bring below its target), got {mode!r}")
         if target_metric not in METRICS:
             raise ValueError(f"target_metric must be one of {METRICS}, got {target_metric!r}")
+        checks.number("ema_decay", ema_decay, low=0.0)
+        if ema_decay >= 1.0:
+            raise ValueError(f"ema_decay must be in [0, 1), got {ema_decay!r}")
+        target = None if target is None else _target("target", target)
+        deadline = None if deadline is None else _deadline("deadline", deadline)
         self.label, self.policy = build_policy(policy, nodes)
         self.nodes, self._metric, self.defaults = nodes, metric, {"target": target, "deadline": deadline}
         self.keys = {"target": target_key, "deadline": deadline_key}
@@ -105,6 +125,10 @@ class MARAScheduler(TrialScheduler):
             if value is None:
                 raise ValueError(f"trial {trial.trial_id}: no {name}; pass MARAScheduler({name}=...) or put "
                                  f"{self.keys[name]!r} in its config")
+        if self.keys["target"] in trial.config:
+            _target(f"trial {trial.trial_id}: config[{self.keys['target']!r}]", fields["target"])
+        if self.keys["deadline"] in trial.config:
+            _deadline(f"trial {trial.trial_id}: config[{self.keys['deadline']!r}]", fields["deadline"])
         batch_size, lr = int(trial.config.get("batch_size", 1)), float(trial.config.get("lr", 1e-3))
         arrival = len(self.rounds)
         self.index[trial.trial_id] = len(self.trials)
@@ -193,13 +217,11 @@ class MARAScheduler(TrialScheduler):
         self._allocate()
 
     def _advance(self, done: _Round) -> None:
-        for k, value in done.reports.items():
-            if self.simulator.task_outcome(k) == "running":
-                if math.isfinite(value):
-                    self.simulator.reveal(k, value)
-                else:
-                    self.simulator.fail(k)
-        self.simulator.step(done.picks)
+        """The live step of a finished round: a running trial's finite value is its batch's loss, any other
+        value fails it."""
+        running = {k: value for k, value in done.reports.items() if self.simulator.task_outcome(k) == "running"}
+        live_step(self.simulator, done.picks, {k: value for k, value in running.items() if math.isfinite(value)},
+                  [k for k, value in running.items() if not math.isfinite(value)])
 
     def _maybe_close_round(self) -> None:
         """End the round once every trial training in it has a value, then let the allocator choose.  The round

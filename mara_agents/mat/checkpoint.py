@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 
-from mara_agents.play.checkpoints import (CheckpointError, atomic_torch_save, manifest_path, read_checkpoint,
-                                       write_checksum_manifest)
+from mara_agents.play.checkpoints import (CheckpointError, atomic_torch_save, file_sha256, manifest_path,
+                                          read_checkpoint, write_checksum_manifest)
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.setting import Setting
+from mara_agents.predictors.fm.predictor import DEFAULT_CHECKPOINT as DEFAULT_FM
 
 FORMAT = "mara-mat-policy"
 VERSION = 1
@@ -83,3 +85,42 @@ def _recorded_setting(path: Path, payload: dict[str, Any], hparams: MATHyperPara
         return Setting.from_record(json.loads(manifest_path(path).read_text())["config"]["env"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def check_trained_fm(path: str | os.PathLike[str], predictor: str, fm_checkpoint: str | os.PathLike[str] = "",
+                     verify: bool = True) -> None:
+    """Refuse to play the policy at ``path`` with an FM file other than the one it was trained with.
+
+    A policy learned to act on its FM's estimates, so another FM silently changes what it does.  The manifest
+    records the SHA-256 of the FM the run used (``predictor.checkpoint_sha256``); ``fm_checkpoint`` (empty:
+    the shipped FM) must have the same bytes.  ``verify=False`` plays it anyway, with a warning naming both
+    files.  Nothing is compared for a WLS policy, a missing FM file (its loader names it) or a manifest
+    that records no FM hash.
+    """
+    if predictor != "fm":
+        return
+    fm = Path(fm_checkpoint or DEFAULT_FM)
+    recorded = _recorded_fm(Path(path))
+    if recorded is None or not fm.is_file():
+        return
+    trained_with, digest = recorded
+    used = file_sha256(fm)
+    if used == digest:
+        return
+    message = (f"{path}: policy trained with the FM {trained_with} (SHA-256 {digest[:12]}), not with {fm} (SHA-256 "
+               f"{used[:12]}); pass the FM it was trained with as fm_checkpoint, or verify=False (--unverified) "
+               "to play it with this one")
+    if verify:
+        raise CheckpointError(message)
+    warnings.warn(message, stacklevel=2)
+
+
+def _recorded_fm(path: Path) -> tuple[str, str] | None:
+    """(path, SHA-256) of the FM the manifest beside ``path`` records, or None when it records none."""
+    try:
+        predictor = json.loads(manifest_path(path).read_text()).get("predictor")
+    except (OSError, ValueError, AttributeError):  # no or foreign manifest: read_checkpoint has ruled on it
+        return None
+    if not isinstance(predictor, dict) or not isinstance(predictor.get("checkpoint_sha256"), str):
+        return None
+    return str(predictor.get("checkpoint")), predictor["checkpoint_sha256"]

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from mara_agents.mat.policy import MATPolicy
-from mara_agents.mat.checkpoint import load_policy
+from mara_agents.mat.checkpoint import check_trained_fm, load_policy
 from mara_agents.mat.grouped import GroupedNodeDecoder, StackedDecoderWeights
 from mara_agents.mat.model import MATModel, NodeDecoder, decode_nodes, greedy_rule
 from mara_agents.mat.setting import Setting
@@ -76,12 +76,14 @@ def load_mat_ensemble(paths: Sequence[str | os.PathLike[str]] | str, device: str
                       fm_checkpoint: str = "", verify: bool = True) -> MATPolicy:
     """A :class:`~mara_agents.mat.policy.MATPolicy` over the exported checkpoints ``paths`` (a sequence, or
     one string joined by ``+`` as ``evaluate.py --policy`` passes it); they must share their predictor and
-    their setting."""
+    their setting, and each must have been trained with the FM it is given (or ``verify=False``)."""
     paths = paths.split("+") if isinstance(paths, str) else list(paths)
     loaded = [load_policy(path, device, verify) for path in paths]
     predictors = {member.predictor for member in loaded}
     if len(predictors) != 1:
         raise ValueError(f"ensemble members were trained on different predictors: {sorted(predictors)}")
+    for path, member in zip(paths, loaded):
+        check_trained_fm(path, member.predictor, fm_checkpoint, verify)
     for path, member in zip(paths[1:], loaded[1:]):
         if member.setting is None or member.setting != loaded[0].setting:
             raise ValueError(f"ensemble members were trained in different settings: {paths[0]} in "

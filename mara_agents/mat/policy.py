@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from mara_agents.rules.uncontended import decide_contended
-from mara_agents.mat.checkpoint import load_policy
+from mara_agents.mat.checkpoint import check_trained_fm, load_policy
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.setting import Setting
 from mara_agents.mat.tokens import mat_inputs
@@ -94,8 +94,10 @@ class MATPolicy:
 def load_mat_policy(path: str | os.PathLike[str], device: str = "cpu", sample: bool = False, seed: int = 0,
                     fm_checkpoint: str = "", verify: bool = True) -> MATPolicy:
     """A :class:`MATPolicy` from an exported checkpoint, with the predictor recorded in it (the policy was
-    trained on that predictor's estimates, so it is never swapped); ``verify=False`` accepts checkpoints
-    without a manifest."""
+    trained on that predictor's estimates, so it is never swapped, and an FM file other than the one it was
+    trained with is refused: :func:`~mara_agents.mat.checkpoint.check_trained_fm`); ``verify=False`` accepts
+    checkpoints without a manifest and plays with another FM after a warning."""
     loaded = load_policy(path, device, verify)
+    check_trained_fm(path, loaded.predictor, fm_checkpoint, verify)
     return MATPolicy(loaded.model, make_demand(loaded.predictor, fm_checkpoint, device, verify), sample=sample,
                      seed=seed, setting=loaded.setting, checkpoints=[path])

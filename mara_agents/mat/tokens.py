@@ -6,13 +6,13 @@ the network needs no input normalisation and rollout, training and evaluation se
 Works on single observations (K, ·) and on stacks (..., K, ·) alike.
 
 **A task with fewer than 4 observations has no estimate.**  For such a task the predictor returns its cap
-(about 2·B, :mod:`mara_agents.predictors.demand`), a placeholder rather than a forecast.  Shown as a demand, the cap makes a newly
-admitted task look more hopeless than a task that truly cannot finish but whose curve FM still extrapolates
-below its target, and a policy that ranks tasks by slack may never probe it: in the stress test (§5.4) new
-tasks starved while the early tasks held all seven nodes.  So a slot's :data:`ESTIMATE_FEATURES` are 0 until
-its task has ``MIN_OBSERVATIONS`` observations (the predictor's own readiness rule), the usual encoding of a
-missing value beside its indicator (``warmup`` < 1); ``mara_agents/checkpoints/README.md`` ("Why a new task
-shows no demand estimate") has the check behind it, on `val` curves only.
+(about 2·B, :mod:`mara_agents.predictors.demand`), a placeholder rather than a forecast.  Shown as a demand,
+the cap makes a newly admitted task look more hopeless than a task that truly cannot finish but whose curve FM
+still extrapolates below its target, so a policy that ranks tasks by slack may never probe it.  So a slot's
+:data:`ESTIMATE_FEATURES` are 0 until its task has ``MIN_OBSERVATIONS`` observations (the predictor's own
+readiness rule), the usual encoding of a missing value beside its indicator (``warmup`` < 1);
+``mara_agents/checkpoints/README.md`` ("Why a new task shows no demand estimate") has the episode that showed
+it and the check behind the rule, on `val` curves only.
 """
 
 from __future__ import annotations

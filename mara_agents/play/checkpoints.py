@@ -94,8 +94,9 @@ def read_checkpoint(path: str | os.PathLike[str], *, kind: str, fmt: str, versio
     verify_manifest_checksum(path, kind, verify)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for truncated or foreign files
-        raise CheckpointError(f"{path}: unreadable {kind} checkpoint: {exc}") from exc
+    except Exception as exc:  # torch raises many types, with many-line advice, for truncated or foreign files
+        raise CheckpointError(f"{path}: unreadable {kind} checkpoint: not a file torch.save wrote, or cut short "
+                              f"({type(exc).__name__})") from exc
     if not isinstance(payload, dict) or payload.get("format") != fmt:
         raise CheckpointError(f"{path}: not a {kind} checkpoint (expected format {fmt!r})")
     if payload.get("version") != version:

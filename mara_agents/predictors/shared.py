@@ -28,7 +28,7 @@ from mara_agents.predictors.base import Predictor, PredictorQuery
 from mara_agents.predictors.digest_table import DIGEST_BYTES, DigestTable
 
 MIN_INVARIANT_BATCH = 3  # rows per call from which FM's answers no longer depend on the batch (checked below)
-CAPACITY = 600_000  # stored rows at most (about 65 MB); a scope that outgrows it starts again empty
+CAPACITY = 600_000  # stored rows at most (its memory: docs/performance.md); a scope that outgrows it starts again empty
 
 
 def predictor_identity(predictor: Predictor) -> bytes | None:

@@ -8,7 +8,7 @@ Reproducible and resumable: the examples, noise and flow times of step k are dra
 by (seed, k), so a run killed at any point and resumed from ``<run_dir>/last.pt`` (written atomically at
 every evaluation, and at the last whole step when SIGINT or SIGTERM stops the run) continues exactly as if
 it had never stopped.  The selected model is written to ``out``
-(small, ~0.3 MB) with a JSON manifest beside it recording how it was trained.
+(small) with a JSON manifest beside it recording how it was trained.
 
 Run ``python -m mara_agents.predictors.train --help`` (or ``python train.py fm``); TensorBoard logs go to
 ``<run_dir>/tb``.

@@ -35,8 +35,10 @@ from typing import Any
 
 from mara_common import checks
 from curves.bank import DEFAULT_BANK
+from mara_agents.play.checkpoints import CheckpointError
 from mara_common.config_cli import changed_settings, check_integers, check_range, check_run_files
 from mara_common.config_cli import parse_config as parse_dataclass
+from mara_agents.mat.checkpoint import load_policy
 from mara_agents.training.imitation import ImitationSettings
 from mara_agents.mat.model import MATHyperParameters
 from mara_agents.training.ppo import PPOSettings
@@ -243,9 +245,19 @@ class MATTrainConfig(RunSettings):
             raise ValueError(f"num_envs × rollout_steps ({transitions}) must be at most {MAX_TRANSITIONS:,} "
                              "transitions per update (the rollout buffer is held in memory)")
         self.check_files(init_from=self.finetune.init_from)
+        if self.finetune.init_from:
+            self._check_start()
         if self.finetune.init_from and self.finetune.method == "mat-il-ens" and not self.model.slack_prior:
             raise ValueError("method mat-il-ens: the ensemble's members are --slack-prior policies; add "
                              "--slack-prior, or train --method mat-il")
+
+    def _check_start(self) -> None:
+        """Read the ``--init-from`` policy, so that a corrupt file or another kind of checkpoint (an FM) is
+        named before any setting that depends on it."""
+        try:
+            load_policy(self.finetune.init_from, verify=not self.unverified)
+        except CheckpointError as exc:
+            raise ValueError(f"--init-from: {exc}") from exc
 
     def default_run_dir(self) -> str:
         """``runs/mat/<predictor>-<reward>-seed<S>``."""

@@ -1,6 +1,6 @@
 """Checkpoint selection for MAT: score the greedy policy on fixed validation workloads of ``val`` curves.
 
-PPO's policy quality moves up and down from update to update, and the training return is measured on
+PPO's policy quality moves up and down from update to update, and the training return is computed on
 sampled actions while evaluation decodes greedily, so neither "the last update" nor "the best training
 return" reliably picks a good policy.  Instead training scores the greedy policy every few thousand env
 steps on fixed workloads drawn from the bank's ``val`` curves (never the ``test`` curves behind the

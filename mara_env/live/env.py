@@ -14,13 +14,14 @@ from gymnasium import spaces
 
 from curves.bank import DEFAULT_BANK, FamilySpec
 from mara_env.config import MARAConfig
-from mara_env.dynamics import SUCCEEDED, standing_picks, step_info, team_reward
+from mara_env.dynamics import SUCCEEDED, standing_picks
 from mara_env.engine import action_picks, cached_bank, reset_info, resolve_conflicts
 from mara_env.gym_env import observation_spaces
 from mara_env.live.jobs import SOURCE, Job, check_jobs, job_episode, job_specs
 from mara_env.live.record import EpisodeLog, save_episode
 from mara_env.live.runner import BatchRunner, JobRunner, connect
 from mara_env.live.simulator import LiveSimulator
+from mara_env.live.step import live_step
 from mara_env.live.tasks import LiveEpisode, draw_live_episode
 
 
@@ -165,46 +166,40 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self.sim.observation(), reset_info(self.config, 0)
 
     def step(self, action: Any):
-        """Run one batch for every task a node serves (on Ray), reveal the losses, then advance the simulator."""
+        """Run one batch for every task a node serves (on Ray), then take the live step with their losses
+        (:func:`~mara_env.live.step.live_step`): the engine's reward, info and episode end, plus truncation
+        and ``info["failed"]``."""
         if self.log is None or self.ended:
             raise RuntimeError("call reset() before step()" if self.log is None else
                                "the episode has ended; call reset() before step() again")
         sim, cfg = self.sim, self.config
         occupied = sim.occupied
         picks, repaired = resolve_conflicts(cfg, action_picks(cfg, action, occupied), occupied)
-        picks = picks.copy()  # failed tasks' nodes idle below
         nodes = np.flatnonzero(standing_picks(picks, occupied)).tolist()
         served = {node: int(sim.slot_task[picks[node] - 1]) for node in nodes}
         batches = self.runner.run([(node, task, sim.live_episode.tasks[task]) for node, task in served.items()])
-        for task, loss in batches.losses.items():
-            sim.reveal(task, loss)
-        for node, task in served.items():
-            if task in batches.failed:
-                picks[node] = 0
-                sim.fail(task)
         t, status = sim.t, sim.status.copy()
-        outcome = sim.step(picks.tolist())
+        step = live_step(sim, picks.tolist(), batches.losses, batches.failed,
+                         None if repaired is None else int(repaired))
         for task in np.flatnonzero((sim.status != status) & (sim.status >= SUCCEEDED)).tolist():
             self.runner.forget(task)
-        reward = team_reward(cfg, outcome.successes, outcome.potential_before, outcome.potential_after)
         self.log.failed.update(batches.failed)
         timing = {"dispatch_s": batches.wall_s, "compute_max_s": batches.compute_max_s,
                   "compute_sum_s": batches.compute_sum_s, "worker_sum_s": batches.worker_sum_s,
                   "retries": batches.retries}
-        self.log.steps.append({"t": t, "picks": picks.tolist(), "served": sorted(batches.losses),
+        info = step.info
+        self.log.steps.append({"t": t, "picks": step.picks, "served": sorted(batches.losses),
                                "losses": {str(k): v for k, v in sorted(batches.losses.items())},
-                               "failed": sorted(batches.failed), "successes": outcome.successes,
-                               "expirations": outcome.expirations, "conflicts": outcome.conflicts, **timing})
-        info = step_info(outcome.successes, outcome.expirations, outcome.conflicts,
-                         None if repaired is None else int(repaired))
+                               "failed": sorted(batches.failed), "successes": info["successes"],
+                               "expirations": info["expirations"], "conflicts": info["conflicts"], **timing})
         info["failed"] = sorted(batches.failed)
         limit = self.settings.max_steps
-        truncated = not outcome.terminated and limit is not None and len(self.log.steps) >= limit
-        self.ended = outcome.terminated or truncated
-        if self.ended:
+        truncated = not step.terminated and limit is not None and len(self.log.steps) >= limit
+        self.ended = step.terminated or truncated
+        if truncated:
             info["episode_metrics"] = sim.metrics()
             info["task_outcomes"] = sim.task_outcomes()
-        return sim.observation(), reward, outcome.terminated, truncated, info
+        return sim.observation(), step.reward, step.terminated, truncated, info
 
     @property
     def failed_tasks(self) -> dict[int, str]:

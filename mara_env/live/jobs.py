@@ -19,6 +19,7 @@ curve as ``<name>/test/<index>``.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -94,9 +95,28 @@ class Job:
         for field, ok, rule in checks:
             if not ok:
                 raise ValueError(f"{where}: {field} must be {rule}, got {getattr(self, field)!r}")
-        if self.step_timeout_s is not None and not (isinstance(self.step_timeout_s, (int, float))
-                                                    and self.step_timeout_s > 0):
+        if self.step_timeout_s is not None and not (_is_number(self.step_timeout_s) and self.step_timeout_s > 0
+                                                    and math.isfinite(self.step_timeout_s)):
             raise ValueError(f"{where}: step_timeout_s must be a positive number or None, got {self.step_timeout_s!r}")
+
+
+def _is_number(value: object) -> bool:
+    """Whether ``value`` is a real number (a bool or a string of digits is not)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _reported_loss(job: Job, loss: Any) -> float:
+    """A step's loss as a float: a real number, or a one-element NumPy array or torch tensor; anything else (a
+    string such as ``"0.56"``, a bool, a list) is a ``TypeError`` naming the job."""
+    if hasattr(loss, "item") and not isinstance(loss, numbers.Real):
+        try:
+            loss = loss.item()
+        except (ValueError, RuntimeError):  # more than one element: NumPy's and torch's errors
+            pass
+    if not _is_number(loss):
+        raise TypeError(f"job {job.name!r}: step must return (state, loss) with loss a number, got "
+                        f"{type(loss).__name__} {loss!r}")
+    return float(loss)
 
 
 def check_jobs(jobs: Sequence[Job]) -> tuple[Job, ...]:
@@ -177,7 +197,8 @@ def job_step(job: Job, state: Any, max_state_bytes: float) -> tuple[Any, dict[st
     if not (isinstance(result, tuple) and len(result) == 2):
         raise TypeError(f"step must return (state, loss), got {type(result).__name__}")
     state, loss = result
-    stats: dict[str, Any] = {"loss": float(loss), "compute_s": compute_s, "state_bytes": state_nbytes(state)}
+    stats: dict[str, Any] = {"loss": _reported_loss(job, loss), "compute_s": compute_s,
+                             "state_bytes": state_nbytes(state)}
     if stats["state_bytes"] > max_state_bytes:
         stats["error"] = (f"its state ({stats['state_bytes'] / 1e6:.1f} MB) is larger than Ray's object store "
                           f"({max_state_bytes / 1e6:.1f} MB)")

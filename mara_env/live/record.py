@@ -7,10 +7,10 @@ A live episode writes two things into its output folder:
 * ``episode.json`` — the episode log: the settings, the tasks, and per step the applied joint action, the
   tasks served, their losses, the failures and the timings; at the end each task's outcome.
 
-:func:`replay` plays the log's decisions in the MARA-v0 :class:`~mara_env.simulator.Simulator` over the
-recorded curves (for a task whose ε applies to another metric than the cumulative average, with that
-metric's series in its loss row), and :func:`replay_mismatches` lists every step or task where the replay's
-successes and expiries differ from the live run's (none, when the live run is faithful to the simulator).
+:func:`replay` takes the log's decisions through the live step again (:func:`mara_env.live.step.live_step`),
+revealing the losses from the recorded curves, and :func:`replay_mismatches` lists every step or task where
+the replay's successes and expiries differ from the live run's (none when the log and the bank record the
+run faithfully).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from curves.bank import BankWriter, CurveRecord, FamilySpec, load_bank
 from mara_common.atomic import atomic_write_json, read_versioned_json
 from curves.recorder import declare_keeping_rules, generator_commit
 from mara_env.config import MARAConfig
-from mara_env.live.simulator import derive_loss_row, episode_bank
-from mara_env.live.tasks import LiveEpisode, tracked
-from mara_env.simulator import Simulator
+from mara_env.live.simulator import LiveSimulator
+from mara_env.live.step import live_step
+from mara_env.live.tasks import LiveEpisode
 
 FORMAT = "mara-live-episode"
 VERSION = 1
@@ -46,14 +46,6 @@ class EpisodeLog:
     steps: list[dict[str, Any]] = field(default_factory=list)
     failed: dict[int, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
-
-    def effective_budgets(self) -> list[int]:
-        """B per task, shortened for a task whose recipe failed so that it expires when the live run expired it."""
-        budgets = [task.budget for task in self.episode.tasks]
-        for step in self.steps:
-            for task in step["failed"]:
-                budgets[task] = step["t"] + 1 - self.episode.tasks[task].arrival
-        return budgets
 
     def to_json(self, statuses: list[str], metrics: dict[str, float]) -> dict[str, Any]:
         """The ``episode.json`` document, with each task's final outcome and the episode's metrics."""
@@ -89,34 +81,40 @@ def load_episode_log(out: str | Path) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Replay:
-    """The simulator's account of the logged decisions: per step successes/expiries, per task the outcome."""
+    """The live step's account of the logged decisions: per step the reward and the engine's info, per task the
+    outcome.  The info has no ``repaired`` count: the log holds the picks as applied, after any repair."""
 
-    successes: list[int]
-    expirations: list[int]
+    rewards: list[float]
+    infos: list[dict[str, Any]]
     outcomes: list[str]
+
+    @property
+    def successes(self) -> list[int]:
+        """Per step, how many tasks succeeded in it."""
+        return [info["successes"] for info in self.infos]
+
+    @property
+    def expirations(self) -> list[int]:
+        """Per step, how many tasks expired in it."""
+        return [info["expirations"] for info in self.infos]
 
 
 def replay(out: str | Path) -> Replay:
-    """Replay a live episode's decisions in the MARA-v0 simulator over the curves it recorded."""
+    """Take a live episode's logged decisions through the live step again, each served task revealing its next
+    loss from the curves the episode recorded and each failed task failing where the log says."""
     data = load_episode_log(out)
     episode = LiveEpisode.from_json(data["episode"])
     recorded = load_bank(Path(out) / "bank")
-    per_batch = [recorded.per_batch.get(episode.curve_id(k), np.empty(0)) for k in range(len(episode))]
-    width = int(data["history_width"])
-    config = MARAConfig(**data["config"])
-    log = EpisodeLog(config, episode, width, recorded.families, data["steps"])
-    sim = Simulator(config, episode_bank(episode, per_batch, width, recorded.families, str(recorded.root)))
-    sim.load(episode.episode(log.effective_budgets()))
-    for k, task in enumerate(episode.tasks):  # ε of a user job may apply to another metric than L(s)
-        if task.metric != "cumulative_mean":
-            sim.loss_table[k, 1:] = tracked(sim.bank.per_batch[episode.curve_id(k)], task.metric, task.ema_decay)
-            derive_loss_row(sim, k)
-    successes, expirations = [], []
+    sim = LiveSimulator(MARAConfig(**data["config"]), int(data["history_width"]))
+    sim.load_live(episode, recorded.families)
+    rewards, infos = [], []
     for step in data["steps"]:
-        outcome = sim.step(step["picks"])
-        successes.append(outcome.successes)
-        expirations.append(outcome.expirations)
-    return Replay(successes, expirations, list(sim.task_outcomes()))
+        losses = {task: recorded.per_batch[episode.curve_id(task)][len(sim.per_batch[task])]
+                  for task in step["served"]}
+        taken = live_step(sim, step["picks"], losses, step["failed"])
+        rewards.append(taken.reward)
+        infos.append(taken.info)
+    return Replay(rewards, infos, list(sim.task_outcomes()))
 
 
 def replay_mismatches(out: str | Path) -> list[str]:

@@ -30,7 +30,7 @@ from mara_env.live.tasks import LiveTask
 from mara_env.live.worker import train_batch, warm_up
 
 STARTUP_TIMEOUT_S = 120.0
-RESTART_WAITS = 120  # a batch waits at most this many polls (60 s) for its node's actor to come back
+RESTART_WAITS = 120  # a batch waits at most this many polls (of POLL_S) for its node's actor to come back
 POLL_S = 0.5  # the dispatch loop wakes at least this often: step timeouts and Ctrl-C are handled promptly
 # Ray starts worker processes at niceness 15, so on a machine where other processes run at the default priority a
 # node gets a few per cent of a core and may not start in time (docs/ray.md, "Priority").  A node is the compute
@@ -43,7 +43,7 @@ _Pending = dict[Any, tuple[Any, int, int, LiveTask, int, float]]
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> None:
     """Ray for the live backend: the cluster at ``address``, or (None) a new local Ray with ``num_cpus``
-    logical CPUs; ``ConnectionError`` naming the address within 30 s where nobody answers
+    logical CPUs; ``ConnectionError`` naming the address within ``CONNECT_TIMEOUT_S`` where nobody answers
     (:func:`mara_common.ray_support.connect`)."""
     ray_connect("local" if address is None else address, num_cpus, "live scheduling (MARA-live-v0)")
 

@@ -2,9 +2,9 @@
 
 :class:`LiveSimulator` is the MARA-v0 :class:`~mara_env.simulator.Simulator` — same slots, queue, deadlines,
 successes, expiries, potential and features — loaded with a placeholder bank whose curves are unknown
-(NaN) until revealed.  Before each step the live environment reveals the losses of the batches it just ran
-(:meth:`reveal`); the parent's step then reads exactly those entries, and nothing a live run has not produced
-is ever observed (a NaN in an observation would show it).
+(NaN) until revealed.  Before each step the live step (:func:`mara_env.live.step.live_step`) reveals the
+losses of the batches just run (:meth:`reveal`); the parent's step then reads exactly those entries, and
+nothing a live run has not produced is ever observed (a NaN in an observation would show it).
 """
 
 from __future__ import annotations
@@ -90,8 +90,7 @@ class LiveSimulator(Simulator):
 
 def derive_loss_row(sim: Simulator, task: int) -> None:
     """Recompute the progress and loss features of ``task``'s row from its ``loss_table`` row, as
-    :meth:`Simulator.load` derives them (the live simulator after each batch, the replay for a task whose ε
-    applies to another metric than the cumulative average)."""
+    :meth:`Simulator.load` derives them (the live simulator after each batch)."""
     rows = slice(task, task + 1)
     *features, sim.progress_table[rows] = progress_table(sim.loss_table[rows], sim.budget[rows], sim.eps[rows],
                                                          sim.config.warmup_observations)

@@ -83,11 +83,10 @@ class LiveEpisode:
         """The id of task ``task``'s curve in the recorded bank."""
         return f"{self.tasks[task].family}/{LIVE_SPLIT}/{task:03d}"
 
-    def episode(self, budgets: Sequence[int] | None = None) -> Episode:
-        """The simulator's view: arrivals, curve ids, ε and B (``budgets`` overrides B, e.g. for replays)."""
-        budget = budgets if budgets is not None else [task.budget for task in self.tasks]
+    def episode(self) -> Episode:
+        """The simulator's view: arrivals, curve ids, ε and B."""
         return Episode.from_lists([t.arrival for t in self.tasks], [self.curve_id(k) for k in range(len(self))],
-                                  [t.eps for t in self.tasks], budget)
+                                  [t.eps for t in self.tasks], [t.budget for t in self.tasks])
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (every field of every task; ε keeps every digit)."""

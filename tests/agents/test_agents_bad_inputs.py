@@ -95,6 +95,21 @@ def test_train_rejects_bad_settings_with_a_message_naming_them(argv, words, caps
     assert all(word in stderr for word in words), stderr
 
 
+@pytest.mark.parametrize("start, words", [
+    ("fm", ["error: --init-from: ", "fm.pt: not a MAT checkpoint (expected format 'mara-mat-policy')"]),
+    ("corrupt", ["error: --init-from: ", "corrupt.pt: unreadable MAT checkpoint: not a file torch.save wrote"]),
+])
+def test_train_mat_names_an_init_from_that_is_no_policy_before_any_other_setting(start, words, capsys, tmp_path):
+    path = ROOT / "mara_agents" / "predictors" / "checkpoints" / "fm.pt"
+    if start == "corrupt":
+        path = tmp_path / "corrupt.pt"
+        path.write_bytes(b"not a checkpoint")
+    argv = ["mat", "--init-from", str(path), "--unverified", "--run-dir", str(tmp_path / "run")]
+    status, stderr = run_main(train_cli.main, argv, capsys)
+    assert status == 2 and all(word in stderr.splitlines()[-1] for word in words), stderr
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("stage", ["mat", "fm"])
 def test_no_resume_over_an_existing_run_needs_force(stage, tmp_path, capsys):
     save_run_state(tmp_path / "run" / "last.pt", {"model": {}, "step": 1})

@@ -127,3 +127,21 @@ def test_when_no_run_state_is_usable_the_error_names_both_files(tmp_path):
     flip_byte(previous_state(path))
     with pytest.raises(CheckpointError, match=r"last\.pt.*corrupt.*last\.prev\.pt"):
         load_run_state(path)
+
+
+@pytest.mark.parametrize("name, policy_files", [
+    ("mara", {"checkpoint": SHIPPED}),
+    ("mat-il-ens", {"checkpoints": [SHIPPED.with_name("mat_il_ens_member0.pt")]}),
+])
+def test_a_policy_refuses_an_fm_other_than_the_one_it_was_trained_with(name, policy_files, fm_checkpoint):
+    make_policy(name, **policy_files)  # with the FM its manifest records, it plays
+    with pytest.raises(CheckpointError, match=r"trained with the FM mara_agents/predictors/checkpoints/fm\.pt "
+                                              rf".*not with {fm_checkpoint}.*verify=False"):
+        make_policy(name, fm_checkpoint=fm_checkpoint, **policy_files)
+
+
+def test_verify_false_plays_a_policy_with_another_fm_after_a_warning_naming_both(fm_checkpoint):
+    with pytest.warns(UserWarning, match=rf"mara_seed0\.pt: policy trained with the FM .*fm\.pt.*{fm_checkpoint}"):
+        policy = make_policy("mara", checkpoint=SHIPPED, fm_checkpoint=fm_checkpoint, verify=False)
+    played = policy.demand.predictor.model.state_dict()
+    assert all(torch.equal(played[key], value) for key, value in load_model(fm_checkpoint).state_dict().items())

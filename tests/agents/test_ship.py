@@ -100,22 +100,40 @@ def test_paths_are_relabelled_where_the_content_matches_and_the_weights_are_copi
     assert manifest(start)["initial_policy"] is None and manifest(start)["data"]["bank"] == "curves/bank"
 
 
+def other_fm(repository: Path) -> Path:
+    """An FM inside the repository whose weights differ from the one the scratch runs trained with."""
+    torch.manual_seed(1)
+    path = repository / "other" / "fm.pt"
+    save_checkpoint(path, FlowMatchingModel())
+    return path
+
+
 def test_content_that_differs_is_left_as_is_with_the_reason(scratch, repo):
     _, tuned = scratch
-    torch.manual_seed(1)
-    other_fm = repo.repository / "other" / "fm.pt"
-    save_checkpoint(other_fm, FlowMatchingModel())
     other = ShippedPlaces(repo.repository, build_synthetic_bank(repo.repository / "other" / "bank", per_split=2, seed=1),
-                          other_fm)
+                          repo.fm)
     wrong_start = copy_checkpoint(tuned, repo.repository / "mara_agents" / "checkpoints" / "wrong_start.pt")
     dest = repo.repository / "mara_agents" / "checkpoints" / "tuned.pt"
     changes = {change.field: change for change in ship_policy(tuned, dest, wrong_start, places=other)}
     recorded = manifest(tuned)
-    for name in ("config.env.bank", "data.bank", "config.fm_checkpoint", "predictor.checkpoint", *START_FIELDS):
+    for name in ("config.env.bank", "data.bank", *START_FIELDS):
         assert changes[name].new is None and field(manifest(dest), name) == field(recorded, name)
         assert "left as is" in changes[name].describe() and "differs from" in changes[name].reason
     assert "wrong_start.pt" in changes["initial_policy.checkpoint"].reason
     assert dest.read_bytes() == tuned.read_bytes()
+
+
+def test_a_policy_trained_with_another_fm_is_refused_unless_fm_names_where_its_fm_was_shipped(scratch, repo):
+    _, tuned = scratch
+    dest = repo.repository / "mara_agents" / "checkpoints" / "tuned.pt"
+    elsewhere = ShippedPlaces(repo.repository, repo.bank, other_fm(repo.repository))
+    with pytest.raises(ShipError, match=r"--fm: the policy was trained with the FM .*fm\.pt, whose SHA-256 differs "
+                                        r"from the FM other/fm\.pt's"):
+        ship_policy(tuned, dest, places=elsewhere)
+    assert not dest.exists()
+    shipped_fm = copy_checkpoint(repo.fm, repo.repository / "mara_agents" / "predictors" / "fm_tuned.pt")
+    changes = {change.field: change.new for change in ship_policy(tuned, dest, places=elsewhere, fm=shipped_fm)}
+    assert changes["predictor.checkpoint"] == "mara_agents/predictors/fm_tuned.pt"
 
 
 def test_without_start_the_starting_policy_is_left_as_is_and_said_so(scratch, repo):
@@ -135,7 +153,7 @@ def test_a_path_without_a_recorded_hash_is_checked_by_its_file_or_reported_not_f
     del record["data"]["bank_sha256"]
     record["config"]["env"]["bank"] = str(tmp_path / "gone")
     unrecorded.with_suffix(".json").write_text(json.dumps(record))
-    changes = {change.field: change for change in ship_policy(unrecorded, repo.repository / "x.pt", dry_run=True)}
+    changes = {change.field: change for change in ship_policy(unrecorded, repo.checkpoints / "x.pt", dry_run=True)}
     assert changes["config.env.bank"].new is None and "not found" in changes["config.env.bank"].reason
     assert changes["data.bank"].new == "curves/bank"  # the bank the run used is still there: its checksum matches
 
@@ -174,7 +192,14 @@ def flipped(source: Path, target: Path) -> Path:
 BAD_INPUTS = {
     "missing SRC": (lambda s, r, t: [str(t / "none.pt"), str(r / "d.pt")], "SRC: .*none.pt not found"),
     "corrupt SRC": (lambda s, r, t: [str(flipped(s[1], t / "bad.pt")), str(r / "d.pt")], "SRC: .*checkpoint_sha256"),
-    "DEST outside": (lambda s, r, t: [str(s[1]), str(t / "elsewhere.pt")], "DEST: .*outside the repository"),
+    "DEST outside": (lambda s, r, t: [str(s[1]), str(t / "elsewhere.pt")], "DEST: .*outside the checkpoints folder"),
+    "DEST in results": (lambda s, r, t: [str(s[1]), str(r.parents[1] / "results" / "d.pt")],
+                        "DEST: .*results/d.pt lies outside the checkpoints folder"),
+    "missing fm": (lambda s, r, t: [str(s[1]), str(r / "d.pt"), "--fm", str(r / "f.pt")], "--fm: .*f.pt not found"),
+    "fm outside": (lambda s, r, t: [str(s[1]), str(r / "d.pt"), "--fm", str(flipped(s[1], t / "f.pt"))],
+                   "--fm: .*outside the repository"),
+    "fm other than the trained one": (lambda s, r, t: [str(s[1]), str(r / "d.pt"), "--fm", str(other_fm(r))],
+                                      "--fm: .*trained with the FM .*differs from"),
     "DEST not .pt": (lambda s, r, t: [str(s[1]), str(r / "d.json")], "DEST: .*\\.pt"),
     "SRC == DEST": (lambda s, r, t: [str(copy_checkpoint(s[1], r / "d.pt"))] * 2, "DEST: .*SRC itself"),
     "DEST taken": (lambda s, r, t: [str(s[1]), str(copy_checkpoint(s[0], r / "d.pt"))], "DEST: .*--replace"),
@@ -189,7 +214,7 @@ BAD_INPUTS = {
 @pytest.mark.parametrize("case", BAD_INPUTS)
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, scratch, repo, tmp_path, capsys):
     make_argv, message = BAD_INPUTS[case]
-    argv = make_argv(scratch, repo.repository, tmp_path)
+    argv = make_argv(scratch, repo.checkpoints, tmp_path)
     before = {path: path.read_bytes() for path in repo.repository.rglob("*") if path.is_file()}
     assert ship.run(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -204,3 +229,14 @@ def test_the_command_line_answers_bad_input_with_one_line_and_status_2(tmp_path)
                            str(ROOT / "none.pt")], capture_output=True, text=True, env=env, cwd=tmp_path,
                           check=False)
     assert done.returncode == 2 and done.stderr.strip() == f"error: SRC: {tmp_path / 'none.pt'} not found"
+
+
+def test_a_policy_trained_with_another_fm_refuses_the_shipped_one_and_plays_with_its_own(scratch, fm_checkpoint):
+    from mara_agents import make_policy
+    from mara_agents.play.checkpoints import CheckpointError
+
+    first, _ = scratch  # trained over the untrained test FM, not the shipped one
+    with pytest.raises(CheckpointError, match=rf"{first}: policy trained with the FM {fm_checkpoint} .*, not with "
+                                              r".*mara_agents/predictors/checkpoints/fm\.pt"):
+        make_policy("mara", checkpoint=first)
+    assert make_policy("mara", checkpoint=first, fm_checkpoint=fm_checkpoint).checkpoints == (first,)

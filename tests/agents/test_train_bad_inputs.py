@@ -207,4 +207,18 @@ def test_an_interrupted_stage_without_saved_state_says_so(monkeypatch, tmp_path,
     assert status == 130 and "no training state was saved yet" in err
     monkeypatch.setattr("mara_agents.training.il_train.train_il", interrupted)
     status, _, err = run_main(["mat-il", "--run-dir", str(tmp_path / "il")], capsys)
-    assert status == 130 and "MAT-IL does not resume" in err
+    assert status == 130 and err.strip().endswith("MAT-IL does not resume; no policy was exported yet")
+
+
+def test_an_interrupted_mat_il_run_says_that_training_it_again_needs_force(monkeypatch, tmp_path, capsys):
+    def interrupted_after_writing(config):
+        (config.run_path / "tb").mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("mara_agents.training.il_train.train_il", interrupted_after_writing)
+    status, _, err = run_main(["mat-il", "--run-dir", str(tmp_path / "il")], capsys)
+    assert status == 130 and err.strip().endswith("MAT-IL does not resume; no policy was exported yet; to train it "
+                                                  f"again, add --force (it replaces {tmp_path / 'il'})")
+    monkeypatch.undo()
+    status, _, err = run_main(["mat-il", "--run-dir", str(tmp_path / "il")], capsys)
+    assert status == 2 and "add --force" in err  # as the interruption said

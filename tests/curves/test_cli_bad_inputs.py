@@ -85,6 +85,8 @@ GENERATE = [(GENERATE_REQUIRED + argv, pattern) for argv, pattern in SHARED] + [
     (["--family", "cnn_fmnist", "--split", "test", "--count", "1000000000"], "--count must be ≤ 100000"),
     (GENERATE_REQUIRED + ["--start", "-1"], "--start must be ≥ 0, got -1"),
     (GENERATE_REQUIRED + ["--start", "x"], "--start must be an integer, got 'x'"),
+    (["--family", "cnn_fmnist", "--split", "test", "--start", "99999", "--count", "5"],
+     "--start 99999 and --count 5 ask for curve indices up to 100003; curve indices run from 0 to 99999"),
 ]
 
 CALIBRATE = [
@@ -149,6 +151,29 @@ def test_bad_flag_is_one_line_naming_it_with_status_2(command, argv, pattern, tm
     assert status == 2, captured
     assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(pattern, lines[0]), lines
     assert "Traceback" not in captured.err + captured.out
+
+
+MISSING_DATA = [
+    (["--paper-families"], r"--paper-families: (9|10) of 10 families cannot be built, nothing was: cnn_cifar10, .*"
+                           r"resnet34_cifar10: CIFAR-10 python batches .* not found: no --data-root given; download "),
+    (["--paper-families", "--data-root", DIR], r"--paper-families: \d+ of 10 families cannot be built.*empty_dir"),
+    (["--families", "alstm_kjv_1"], r"--families: 1 of 1 families cannot be built, nothing was: alstm_kjv_1: the KJV "
+                                    r"Bible text is not installed. Install it with: sudo apt-get install bible-kjv"),
+]
+
+
+@pytest.mark.parametrize(("argv", "pattern"), MISSING_DATA, ids=[" ".join(argv) for argv, _ in MISSING_DATA])
+def test_build_bank_refuses_families_whose_data_is_missing_before_any_work(argv, pattern, tmp_path, capsys, no_work,
+                                                                           monkeypatch):
+    import re
+
+    from curves.data import sources
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `bible` (KJV) nor `espeak-ng` program
+    monkeypatch.setattr(sources, "_CACHE", {})
+    status = build_bank.main(["--bank", str(tmp_path / "bank"), *_concrete(argv, tmp_path)])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and re.search(pattern, lines[0]), lines
 
 
 UNWRITABLE = [
@@ -234,3 +259,9 @@ def test_torch_device_check_accepts_the_cpu_and_names_what_it_refuses():
         torch_device("--device", 0)
     with pytest.raises(ValueError, match="--device must be cpu, cuda or mps, got 'meta'"):
         torch_device("--device", "meta")
+
+
+def test_generate_refuses_indices_past_the_limit_before_training(tmp_path):
+    with pytest.raises(ValueError, match="start 99999 and count 5 ask for curve indices up to 100003"):
+        generate.generate("cnn_fmnist", "test", 5, tmp_path / "bank", start=99999, progress=False)
+    assert not (tmp_path / "bank").exists()

@@ -82,3 +82,17 @@ def test_cumavg_is_computed_once_and_cannot_be_changed_by_a_caller(tiny_bank: Pa
     assert np.array_equal(curve, cumulative_average(bank.per_batch[cid])) and bank.cumavg(cid) is curve
     with pytest.raises(ValueError, match="read-only"):
         curve[0] = 0.0
+
+
+@pytest.mark.parametrize("budget, message", [
+    ({"kind": "interval", "low": 345, "high": 312}, "budget interval has low 345 > high 312"),
+    ({"kind": "interval", "low": 0, "high": 312}, "budget low must be ≥ 1, got 0"),
+    ({"kind": "set", "values": []}, "budget set needs a non-empty list of values"),
+    ({"kind": "gaussian"}, "budget rule must be"),
+])
+def test_a_budget_rule_no_task_can_be_drawn_from_names_the_family(tiny_bank: Path, budget, message) -> None:
+    manifest = json.loads((tiny_bank / "manifest.json").read_text())
+    manifest["families"]["fam_a"]["budget"] = budget
+    (tiny_bank / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BankError, match=rf"manifest\.json: family 'fam_a': {message}"):
+        load_bank(tiny_bank)

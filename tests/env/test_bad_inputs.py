@@ -249,6 +249,11 @@ CASES = [
      "task set name"),
     ("register_task_set without sample", lambda b: register_task_set("mine", object()), TypeError,
      "sample"),
+    # the vector env
+    ("make_vec num_envs beyond the memory bound", lambda b: gym.make_vec("MARA-v0", num_envs=10**9, bank=str(b)),
+     ValueError, r"num_envs=1000000000 is too large: the loss history alone would take .* GiB.*at most \d+ sub-envs"),
+    ("make_vec num_envs 10**7 over the shipped bank", lambda b: gym.make_vec("MARA-v0", num_envs=10**7),
+     ValueError, r"num_envs=10000000 is too large"),
 ]
 
 
@@ -408,3 +413,27 @@ def test_fixed_workloads_cli_refuses_bad_flags_before_writing(bank_dir, tmp_path
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and re.search(pattern, err[0]), err
     assert not out.exists()
+
+
+FORECAST_WITHOUT_AGENTS = """
+import gymnasium as gym, mara_env, sys
+for make in (gym.make, lambda name: gym.make_vec(name, num_envs=2)):
+    try:
+        make("MARA-Forecast-v0")
+    except gym.error.Error as error:
+        print(error)
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "mara_agents")))
+"""
+
+
+def test_the_forecast_env_without_mara_agents_says_which_import_registers_it():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-c", FORECAST_WITHOUT_AGENTS], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], timeout=120, check=True)
+    *errors, loaded = done.stdout.strip().splitlines()
+    assert errors == ["MARA-Forecast-v0 is registered by the mara_agents package (it needs torch): "
+                      "`import mara_agents` before gym.make"] * 2
+    assert loaded == "[]"

@@ -53,6 +53,9 @@ FLAG_CASES = [
     (["--episodes", "1000"], ["--episodes", "1000"]),
     (["--seeds", "0"], ["--seeds", "0"]),
     (["--seeds", "two"], ["--seeds", "two"]),
+    (["--methods", "mara", "--seeds", "99"], ["--seeds 99: more training seeds than the methods ship (mara 3)",
+                                              "at most 3"]),
+    (["--methods", "fifo", "random", "--seeds", "2"], ["--seeds 2", "(random 1)"]),
     (["--quick=yes"], ["--quick"]),
     (["--out", ""], ["--out", "empty"]),
     (["--out", "/proc/x"], ["--out", "/proc/x"]),
@@ -311,3 +314,28 @@ def test_the_evaluation_settings_check_every_field(changes, error, words, bank_d
     with pytest.raises(error) as raised:
         Settings(**fields)
     assert all(word in str(raised.value) for word in words), raised.value
+
+
+def test_a_policy_module_that_raises_on_import_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    (tmp_path / "raising_policy.py").write_text("raise RuntimeError('needs a GPU driver')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    status, out, err = run_main([*SMALL, "--out", str(tmp_path / "out"), "--policy", "raising_policy:Factory"], capsys)
+    assert status == 2 and out == "" and "Traceback" not in err
+    last = err.strip().splitlines()[-1]  # argparse's usage, then one error line
+    assert last.startswith("evaluate.py: error: ") and last.endswith(
+        "--policy raising_policy:Factory: importing module 'raising_policy' raised RuntimeError: needs a GPU driver")
+
+
+def test_a_read_only_cache_in_out_is_one_line_naming_it_before_any_work(tmp_path, capsys, monkeypatch):
+    cache = tmp_path / "cache.sqlite"
+    filled_cache(cache, entries=3)
+    cache.chmod(0o444)
+    can = os.access  # a root user may write a read-only file: the cache is refused by what os.access says
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: can(path, mode, **kw) and not (
+        Path(path) == cache and mode & os.W_OK))
+    status, out, err = run_main([*SMALL, "--out", str(tmp_path)], capsys)
+    assert status == 2 and out == "" and "Traceback" not in err
+    assert err.strip().splitlines() == [f"error: {cache}: the result cache (or its folder) is read-only; make it "
+                                        "writable, or pass --cache with another file (its finished episodes are "
+                                        "then recomputed)"]
+    assert not (tmp_path / "episodes.csv").exists()

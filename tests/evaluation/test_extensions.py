@@ -16,6 +16,7 @@ from eval_fixtures import workloads_fixture  # noqa: F401  (provides the workloa
 from studies import extension_selection as extensions
 from mara_agents.evaluation.cli import main as evaluate_main
 from mara_agents.evaluation.extension_settings import Learned, NamedSetting, load_settings, save_settings
+from mara_agents.evaluation.extension_table import learned_methods
 from mara_agents.mat.setting import Setting
 from studies.extension_selection import Candidate, choose
 from mara_agents.evaluation.methods import parse_user_policy
@@ -121,6 +122,9 @@ def test_a_settings_file_round_trips_and_names_a_learned_allocator_as_a_policy(t
     ({"settings": []}, "non-empty"),
     ({"settings": [{"name": "x", "num_nodes": 3, "node_speeds": [1, 2]}]}, "node_speeds"),
     ({"settings": [{"name": "x", "switch_cost": -1}]}, "switch_cost"),
+    ({"settings": [{"name": "x", "switch_cost": 5000}]}, r"settings\.json: x: switch_cost must be ≤ 1000, got 5000"),
+    ({"settings": [{"name": "x", "num_nodes": 2, "node_speeds": [1, 100]}]},
+     r"settings\.json: x: node_speeds must be ≤ 64, got 100"),
     ({"settings": [{"name": "x", "learned": [{"method": "fifo", "checkpoint": "a.pt"}]}]}, "method"),
     ({"settings": [{"name": "x", "learned": [{"method": "mara"}]}]}, "checkpoint"),
     ({"settings": [{"name": "x"}, {"name": "x"}]}, "unique"),
@@ -135,24 +139,39 @@ def test_a_bad_settings_file_is_refused_naming_the_field(tmp_path, document, nam
         load_settings(path)
 
 
-def test_evaluate_refuses_a_bad_settings_file_with_exit_status_2(tmp_path, capsys):
+@pytest.mark.parametrize("document, named", [
+    ("{not json", "settings.json"),
+    (json.dumps({"settings": [{"name": "x", "node_speeds": [1, 1, 1, 1, 1, 1, 100]}]}),
+     "node_speeds must be ≤ 64, got 100"),
+    (json.dumps({"settings": [{"name": "x", "switch_cost": 5000}]}), "switch_cost must be ≤ 1000, got 5000"),
+    (json.dumps({"settings": [{"name": "x", "learned": [{"label": "ghost", "method": "mara",
+                                                        "checkpoint": "no/such.pt"}]}]}),
+     "settings.json: setting 'x': ghost checkpoint not found: no/such.pt"),
+])
+def test_evaluate_refuses_a_bad_settings_file_before_any_work_with_exit_status_2(tmp_path, capsys, document, named):
     path = tmp_path / "settings.json"
-    path.write_text("{not json")
+    path.write_text(document)
     with pytest.raises(SystemExit) as stop:
-        evaluate_main(["extensions", "--settings", str(path)])
+        evaluate_main(["extensions", "--settings", str(path), "--out", str(tmp_path / "out")])
     assert stop.value.code == 2
-    assert "settings.json" in capsys.readouterr().err.strip().splitlines()[-1]
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("evaluate.py: error: --settings: ") and named in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_library_refuses_a_learned_checkpoint_that_is_missing():
+    with pytest.raises(ValueError, match="setting 'fast': ghost checkpoint not found: no/such.pt"):
+        learned_methods(Setting("fast", 4, (1, 1, 1, 4), 1, (Learned("ghost", "mara", ("no/such.pt",)),)))
 
 
 # ---------------------------------------------------------------------------------------------- end to end
 @pytest.fixture(scope="module")
 def extension_run(bank_dir, workloads_dir, tmp_path_factory):
     """``evaluate.py extensions`` with FIFO and EDF on 2 roots × 2 episodes of one setting with a fast node and a
-    switching cost, and a learned allocator whose checkpoint is missing."""
+    switching cost."""
     tmp = tmp_path_factory.mktemp("extensions")
     settings = tmp / "settings.json"
-    ghost = Learned("ghost", "mara", ("no/such.pt",))
-    save_settings(settings, [NamedSetting("fast", Setting(4, (1, 1, 1, 4), 1), (ghost,))])
+    save_settings(settings, [NamedSetting("fast", Setting(4, (1, 1, 1, 4), 1))])
     readme = tmp / "results.md"
     readme.write_text("# Results\n\n## Results\n\nthe paper's tables\n")
     status = evaluate_main(["extensions", "--bank", str(bank_dir), "--workloads", str(workloads_dir), "--roots", "2",
@@ -195,9 +214,8 @@ def test_the_paired_gap_to_the_bound_is_the_mean_of_the_per_root_differences(ext
         assert cell["best learned"] == "none" and cell.get("learned − hand-written") is None
 
 
-def test_a_missing_learned_checkpoint_is_a_note_and_the_section_is_spliced_apart(extension_run):
-    _, summary, readme = extension_run
-    assert "ghost left out, checkpoint not found" in summary["grids"]["extensions"]["note"]
+def test_the_section_is_spliced_apart_from_the_papers_results(extension_run):
+    _, _, readme = extension_run
     assert "the paper's tables" in readme and "## Beyond the paper: node speeds and switching costs" in readme
     assert readme.index("## Results") < readme.index("## Beyond the paper")
 

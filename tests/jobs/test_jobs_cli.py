@@ -93,15 +93,21 @@ def test_a_python_job_file_runs_and_names_its_output_on_the_last_line(tmp_path, 
     ("ref.toml", '[[job]]\nname = "a"\nsetup = "code.py:nope"\nstep = "code.py:step"\ntarget = 1\nbudget = 5\n',
      "job 1 ('a'): setup: code.py has no 'nope'"),
     ("missing.toml", '[[job]]\nname = "a"\nsetup = "code.py:setup"\n', "job 1 ('a'): missing step, target, budget"),
+    ("nosuch.toml", '[[job]]\nname = "a"\nsetup = "nosuch.py:setup"\nstep = "code.py:step"\ntarget = 1\nbudget = 5\n',
+     "job 1 ('a'): setup: {tmp}/nosuch.py not found (a PATH.py is relative to the TOML file)"),
+    ("brokencode.toml", '[[job]]\nname = "a"\nsetup = "broken_code.py:setup"\nstep = "code.py:step"\ntarget = 1\n'
+                        'budget = 5\n', "job 1 ('a'): setup: {tmp}/broken_code.py: ZeroDivisionError"),
     ("twice.toml", '[defaults]\nsetup = "code.py:setup"\nstep = "code.py:step"\ntarget = 1\nbudget = 5\n'
                    '[[job]]\nname = "a"\n[[job]]\nname = "a"\n', "job names must be unique, repeated: a"),
 ])
 def test_a_bad_job_file_is_one_line_and_exit_2(tmp_path, capsys, name, text, message):
     (tmp_path / "code.py").write_text(CODE)
+    (tmp_path / "broken_code.py").write_text("1 / 0\n")
     if text is not None:
         (tmp_path / name).write_text(text)
     assert main(["run", str(tmp_path / name), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
+    message = message.replace("{tmp}", str(tmp_path))
     assert len(err) == 1 and err[0].startswith(f"error: {tmp_path / name}") and message in err[0], err
 
 

@@ -19,6 +19,7 @@ from mara_agents import POLICIES, make_policy  # noqa: E402
 from mara_agents.live.jobs import Job, schedule  # noqa: E402
 from mara_agents.live.jobs.schedule import trained_nodes  # noqa: E402
 from mara_env.live import replay_mismatches  # noqa: E402
+from mara_env.live.jobs import run_offline  # noqa: E402
 from mara_env.live.tasks import tracked  # noqa: E402
 
 STORE_BYTES = 100 * 1024**2
@@ -134,11 +135,25 @@ def test_a_mat_checkpoint_keeps_its_number_of_nodes():
     ("budget", 0, ValueError, "budget must be at least 1"), ("budget", 2.5, TypeError, "budget must be an integer"),
     ("metric", "median", ValueError, "metric must be one of"), ("ema_decay", 1.0, ValueError, "ema_decay"),
     ("step", None, TypeError, "step must be callable"), ("lr", float("nan"), ValueError, "lr must be"),
-    ("step_timeout_s", -1, ValueError, "step_timeout_s")])
+    ("step_timeout_s", -1, ValueError, "step_timeout_s"),
+    ("step_timeout_s", True, ValueError, "step_timeout_s must be a positive number or None, got True"),
+    ("step_timeout_s", float("inf"), ValueError, "step_timeout_s must be a positive number or None, got inf")])
 def test_a_bad_job_field_is_refused_naming_it(field, value, error, message):
     fields = {"name": "ok", "setup": setup, "step": step, "target": 1.0, "budget": 10, field: value}
     with pytest.raises(error, match=message):
         Job(**fields)
+
+
+@pytest.mark.parametrize("loss", ["0.56", True, [0.5], None])
+def test_a_step_whose_loss_is_not_a_number_is_refused_naming_the_job(loss):
+    job = Job("odd", setup, lambda state: (state, loss), target=1.0, budget=10)
+    with pytest.raises(TypeError, match=r"job 'odd': step must return \(state, loss\) with loss a number, got "):
+        run_offline(job, 1)
+
+
+def test_a_one_element_array_is_a_loss():
+    job = Job("array", setup, lambda state: (state, np.array([0.25])), target=1.0, budget=10)
+    assert run_offline(job, 2).tolist() == [0.25, 0.25]
 
 
 def test_jobs_with_one_name_twice_are_refused():

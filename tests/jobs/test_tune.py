@@ -12,6 +12,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="the Tune tests need the [ray] extra")
 
 from ray import tune  # noqa: E402
+from ray.tune.schedulers import TrialScheduler  # noqa: E402
 
 from mara_agents.live.tune import MARAScheduler  # noqa: E402
 
@@ -42,6 +43,11 @@ class Fit(tune.Trainable):
 
 
 DEADLINES = {1: 60, 2: 60, 3: 25, 4: 30, 5: 12}  # EDF serves 5, 3 and 4 first: 1 and 2 wait or are paused
+# Offline, the running mean of the losses reaches 0.5 after 14 (seed 1), 38 (2), 20 (3) and 25 (5) iterations,
+# and never for seed 4.  Under EDF, 5 trains every round until its deadline and expires, 3 succeeds before its
+# deadline, 4 expires, and of the two late trials only 1 (the faster) succeeds; serving trials in arrival order
+# instead would let 1 and 2 succeed and 3 expire.
+EDF_OUTCOMES = {1: "succeeded", 2: "expired", 3: "succeeded", 4: "expired", 5: "expired"}
 
 
 def offline(seed: int, steps: int) -> list[float]:
@@ -67,24 +73,81 @@ def tuned(tmp_path_factory):
     return scheduler, results
 
 
-def test_the_tuner_runs_every_trial_to_success_or_expiry(tuned):
+def outcome_by_seed(scheduler: MARAScheduler) -> dict[int, str]:
+    seed_of = {trial.trial_id: trial.config["seed"] for trial in scheduler.trials}
+    return {seed_of[trial_id]: outcome for trial_id, outcome in scheduler.outcomes().items()}
+
+
+def test_the_tuner_serves_trials_in_edf_order_to_success_or_expiry(tuned):
     scheduler, results = tuned
     assert len(results) == 5 and not results.errors
-    assert sorted(scheduler.outcomes().values()) in (["expired"] * k + ["succeeded"] * (5 - k) for k in range(6))
-    assert "succeeded" in scheduler.outcomes().values()
+    assert outcome_by_seed(scheduler) == EDF_OUTCOMES
+    trial_of = {trial.config["seed"]: trial.trial_id for trial in scheduler.trials}
+    assert scheduler.iterations[trial_of[5]] == DEADLINES[5]  # the earliest deadline trains in every round
     assert scheduler.max_running <= 2
     assert scheduler.decisions["PAUSE"] >= 1 and scheduler.decisions["STOP"] == sum(bool(r.metrics) for r in results)
 
 
 def test_each_trial_stops_at_its_target_or_deadline_with_the_offline_losses(tuned):
     scheduler, results = tuned
+    outcomes = outcome_by_seed(scheduler)
     for result in results:
-        outcome = scheduler.outcomes()[result.metrics["trial_id"]] if result.metrics else "expired"
+        outcome = outcomes[result.config["seed"]]
         losses = [] if result.metrics_dataframe is None else result.metrics_dataframe["loss"].tolist()
-        assert len(losses) <= result.config["deadline"]
+        assert 1 <= len(losses) <= result.config["deadline"]  # every trial of this grid is served at least once
         np.testing.assert_array_equal(losses, offline(result.config["seed"], len(losses)))
         means = np.cumsum(losses) / np.arange(1, len(losses) + 1)
         if outcome == "succeeded":
             assert means[-1] <= 0.5 and (means[:-1] > 0.5).all()
         else:
-            assert (means > 0.5).all()
+            assert outcome == "expired" and (means > 0.5).all()
+
+
+def test_each_finished_round_is_one_live_step(monkeypatch):
+    """Without Tune running: a round's finite value is revealed and a NaN fails its trial, both in the live
+    step every live front end takes."""
+    from types import SimpleNamespace
+
+    from ray.tune.experiment import Trial
+
+    import mara_agents.live.tune as scheduler_module
+    from mara_env.live.step import live_step
+
+    taken = []
+
+    def recorded(sim, picks, losses, failed, repaired=None):
+        taken.append((list(picks), dict(losses), list(failed)))
+        return live_step(sim, picks, losses, failed, repaired)
+
+    monkeypatch.setattr(scheduler_module, "live_step", recorded)
+    scheduler = MARAScheduler("fifo", nodes=1, metric="loss", target=0.5, deadline=5)
+    trials = [SimpleNamespace(trial_id=f"t{k}", config={}, status=Trial.RUNNING) for k in range(2)]
+    for trial in trials:
+        scheduler.on_trial_add(None, trial)
+    assert scheduler.on_trial_result(None, trials[0], {"loss": 1.0}) == TrialScheduler.CONTINUE
+    assert scheduler.on_trial_result(None, trials[0], {"loss": float("nan")}) == TrialScheduler.STOP
+    assert taken == [([1], {0: 1.0}, []), ([0], {}, [0])]
+    assert scheduler.outcomes()["t0"] == "expired" and scheduler.simulator.per_batch[0] == [1.0]
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"ema_decay": 1.5}, r"ema_decay must be in \[0, 1\), got 1.5"),
+    ({"ema_decay": -0.1}, "ema_decay must be ≥ 0.0, got -0.1"),
+    ({"ema_decay": "high"}, "ema_decay must be a number, got 'high'"),
+    ({"target": -1}, "target must be greater than 0.0, got -1"),
+    ({"target": float("nan")}, "target must be a finite number"),
+    ({"deadline": 0}, "deadline must be ≥ 1, got 0"),
+    ({"deadline": 2.5}, "deadline must be an integer, got 2.5"),
+])
+def test_a_bad_argument_is_refused_at_construction_naming_it(arguments, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        MARAScheduler("edf", nodes=2, **arguments)
+
+
+def test_a_trials_own_bad_target_is_refused_naming_the_trial_and_its_key():
+    class Added:
+        trial_id, config = "t0", {"goal": -1.0}
+
+    scheduler = MARAScheduler("edf", nodes=2, deadline=10, target_key="goal")
+    with pytest.raises(ValueError, match=r"trial t0: config\['goal'\] must be greater than 0.0, got -1.0"):
+        scheduler.on_trial_add(None, Added())

@@ -12,8 +12,11 @@ from mara_agents.live.command import main  # noqa: E402
 
 
 @pytest.mark.parametrize("argv, message", [(["--policy", "nope"], "unknown policy 'nope'"),
-                                           (["--steps", "0"], "arrival_window"),
-                                           (["--nodes", "0"], "num_nodes")])
+                                           (["--steps", "0"], "--steps must be ≥ 1, got 0"),
+                                           (["--window", "0"], "--window must be ≥ 1, got 0"),
+                                           (["--attempts", "0"], "--attempts must be ≥ 1, got 0"),
+                                           (["--bench", "--bench-steps", "1"], "--bench-steps must be ≥ 2, got 1"),
+                                           (["--nodes", "0"], "--nodes must be ≥ 1, got 0")])
 def test_bad_arguments_print_one_error_line(argv, message, capsys):
     assert main(argv + ["--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

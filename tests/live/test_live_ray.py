@@ -172,6 +172,61 @@ def test_a_recipe_that_keeps_failing_is_reported_and_counted_as_expired(live_env
     assert replay_mismatches(tmp_path) == []
 
 
+def play_steps(env: LiveMARAEnv, out: Path) -> tuple[list[float], list[dict]]:
+    """One live episode of TASKS under FIFO, saved to ``out``; returns each step's reward and info (without
+    the live env's own ``failed`` entry)."""
+    chooser = make_policy("fifo")
+    chooser.reset()
+    observation, _ = env.reset(seed=0, options={"episode": TASKS})
+    rewards, infos, done = [], [], False
+    while not done:
+        observation, reward, terminated, truncated, info = env.step(chooser.act(observation))
+        assert isinstance(info.pop("failed"), list)
+        rewards.append(reward)
+        infos.append(info)
+        done = terminated or truncated
+    env.save(out)
+    return rewards, infos
+
+
+def engine_steps(out: Path) -> tuple[list[float], list[dict]]:
+    """The logged decisions of the episode in ``out`` through the engine's step over the finished curves it
+    recorded (the ``MARA-v0`` simulator as the Gymnasium env steps it)."""
+    from mara_env.engine import advance
+    from mara_env.live.simulator import episode_bank
+    from mara_env.simulator import Simulator
+
+    log, bank = load_episode_log(out), load_bank(out / "bank")
+    per_batch = [bank.per_batch.get(TASKS.curve_id(k), np.empty(0)) for k in range(len(TASKS))]
+    sim = Simulator(CONFIG, episode_bank(TASKS, per_batch, log["history_width"], bank.families))
+    sim.load(TASKS.episode())
+    steps = [advance(sim, step["picks"]) for step in log["steps"]]
+    return [reward for reward, _, _ in steps], [info for _, _, info in steps]
+
+
+def test_the_live_env_and_the_replay_take_the_engine_s_steps(live_env, tmp_path):
+    from mara_env.live import replay
+
+    rewards, infos = play_steps(live_env, tmp_path)
+    again = replay(tmp_path)
+    assert infos[-1]["task_outcomes"] == tuple(again.outcomes) == ("succeeded", "succeeded", "expired")
+    assert (again.rewards, again.infos) == (rewards, infos) == engine_steps(tmp_path)
+
+
+def test_a_failed_recipe_replays_to_the_live_env_s_rewards_and_infos(live_env, faults, tmp_path):
+    from mara_env.live import replay
+
+    (faults / "always-3-2").touch()
+    try:
+        rewards, infos = play_steps(live_env, tmp_path)
+    finally:
+        (faults / "always-3-2").unlink()
+    assert list(live_env.failed_tasks) == [1]
+    again = replay(tmp_path)
+    assert (again.rewards, again.infos) == (rewards, infos)
+    assert again.outcomes == list(live_env.task_outcomes())
+
+
 def test_mara_drives_the_live_env_and_replays_identically(local_ray, tmp_path):
     """The shipped MAT checkpoints were trained with M = 7: seven nodes, packed onto one CPU."""
     env = LiveMARAEnv(MARAConfig(num_nodes=7, max_active=10, arrival_window=5),

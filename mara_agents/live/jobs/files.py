@@ -89,7 +89,12 @@ def _function(reference: Any, base: Path, where: str) -> Any:
         raise JobFileError(f"{where}: expected 'PATH.py:FUNCTION' or 'module:FUNCTION', got {reference!r}")
     source, name = reference.split(":")
     if source.endswith(".py"):
-        module = _import_file(base / source)
+        if not (base / source).is_file():
+            raise JobFileError(f"{where}: {base / source} not found (a PATH.py is relative to the TOML file)")
+        try:
+            module = _import_file(base / source)
+        except JobFileError as exc:
+            raise JobFileError(f"{where}: {exc}") from None
     else:
         try:
             module = importlib.import_module(source)

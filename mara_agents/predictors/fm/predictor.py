@@ -84,7 +84,7 @@ class FlowMatchingPredictor:
         trajectories = np.full((n, self.n_samples, bins + 1), np.nan)
         grid = np.full((n, bins + 1), np.nan)
         per_sample = np.full((n, self.n_samples), np.nan)
-        # A network pass holds about 50 KB of intermediate tensors per row (the GRU's gates), so a large query
+        # A network pass holds intermediate tensors for every row (the GRU's gates), so a large query
         # runs in parts; a row's answer does not depend on the rows beside it (the shared answers' canary,
         # mara_agents/predictors/shared.py, checks this per predictor).
         for rows in row_parts(np.flatnonzero(query.ready)):

@@ -126,7 +126,7 @@ def setting_from_json(where: str, entry: Any) -> NamedSetting:
         setting = Setting(entry.get("num_nodes", Setting().num_nodes), None if speeds is None else tuple(speeds),
                           entry.get("switch_cost", 0))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where} {entry['name']}: {exc}") from None
+        raise ValueError(f"{where}: {entry['name']}: {exc}") from None
     return NamedSetting(entry["name"], setting, entries)
 
 

@@ -124,7 +124,7 @@ def test_a_settings_file_round_trips_and_names_a_learned_allocator_as_a_policy(t
     ({"settings": [{"name": "x", "switch_cost": -1}]}, "switch_cost"),
     ({"settings": [{"name": "x", "switch_cost": 5000}]}, r"settings\.json: x: switch_cost must be ≤ 1000, got 5000"),
     ({"settings": [{"name": "x", "num_nodes": 2, "node_speeds": [1, 100]}]},
-     r"settings\.json: x: node_speeds must be ≤ 64, got 100"),
+     r"settings\.json: x: node_speeds\[1\] must be ≤ 64, got 100"),
     ({"settings": [{"name": "x", "learned": [{"method": "fifo", "checkpoint": "a.pt"}]}]}, "method"),
     ({"settings": [{"name": "x", "learned": [{"method": "mara"}]}]}, "checkpoint"),
     ({"settings": [{"name": "x"}, {"name": "x"}]}, "unique"),
@@ -142,7 +142,7 @@ def test_a_bad_settings_file_is_refused_naming_the_field(tmp_path, document, nam
 @pytest.mark.parametrize("document, named", [
     ("{not json", "settings.json"),
     (json.dumps({"settings": [{"name": "x", "node_speeds": [1, 1, 1, 1, 1, 1, 100]}]}),
-     "node_speeds must be ≤ 64, got 100"),
+     "node_speeds[6] must be ≤ 64, got 100"),
     (json.dumps({"settings": [{"name": "x", "switch_cost": 5000}]}), "switch_cost must be ≤ 1000, got 5000"),
     (json.dumps({"settings": [{"name": "x", "learned": [{"label": "ghost", "method": "mara",
                                                         "checkpoint": "no/such.pt"}]}]}),
@@ -161,7 +161,7 @@ def test_evaluate_refuses_a_bad_settings_file_before_any_work_with_exit_status_2
 
 def test_the_library_refuses_a_learned_checkpoint_that_is_missing():
     with pytest.raises(ValueError, match="setting 'fast': ghost checkpoint not found: no/such.pt"):
-        learned_methods(Setting("fast", 4, (1, 1, 1, 4), 1, (Learned("ghost", "mara", ("no/such.pt",)),)))
+        learned_methods(NamedSetting("fast", Setting(4, (1, 1, 1, 4), 1), (Learned("ghost", "mara", ("no/such.pt",)),)))
 
 
 # ---------------------------------------------------------------------------------------------- end to end

@@ -45,20 +45,31 @@ def node_spaces(config: MARAConfig) -> dict[str, spaces.Space]:
 
 
 def gym_action_space(config: MARAConfig) -> spaces.Space:
-    """``MultiDiscrete([K + 1] * M)`` for ``actions="picks"``, ``Box(-1, 1, (K,))`` slot scores for ``"scores"``."""
-    m, k = config.num_nodes, config.max_active
-    return spaces.MultiDiscrete([k + 1] * m) if config.actions == "picks" else spaces.Box(-1.0, 1.0, (k,), np.float32)
+    """``MultiDiscrete([K + 1] * M)`` for ``actions="picks"``, ``Box(-1, 1, (K,))`` slot scores for ``"scores"``;
+    with ``abandon=True`` ``MultiDiscrete([2K + 1] * M)`` and ``Box(-1, 1, (2K,))`` (slot, then abandon scores)."""
+    choices = config.node_choices
+    if config.actions == "picks":
+        return spaces.MultiDiscrete([choices] * config.num_nodes)
+    return spaces.Box(-1.0, 1.0, (choices - 1,), np.float32)
+
+
+def node_mask(config: MARAConfig, occupied: np.ndarray) -> np.ndarray:
+    """(…, K + 1) bool ((…, 2K + 1) with ``abandon=True``): one node's legal choices before any other node has
+    chosen — idle, and serving (and abandoning) each occupied slot."""
+    occupied = np.asarray(occupied, dtype=bool)
+    parts = [np.ones(occupied.shape[:-1] + (1,), dtype=bool), occupied] + ([occupied] if config.abandon else [])
+    return np.concatenate(parts, axis=-1)
 
 
 def gym_observation_space(config: MARAConfig, history_width: int, extra: SlotFeatures | None = None) -> spaces.Space:
     """The Gymnasium env's observation space in ``config.observation``'s format, with ``extra`` slot features."""
-    m, k = config.num_nodes, config.max_active
+    m, k, choices = config.num_nodes, config.max_active, config.node_choices
     flat = flat_space(k, config.flat_history, extra=extra, nodes=m if config.node_options else 0)
     if config.observation == "flat":
         return flat
     if config.observation == "rllib":
-        return spaces.Dict({"observations": flat, "action_mask": spaces.Box(0, 1, (m * (k + 1),), np.int8)})
-    entries = {"action_mask": spaces.Box(0, 1, (m, k + 1), np.int8), **observation_spaces(k, history_width),
+        return spaces.Dict({"observations": flat, "action_mask": spaces.Box(0, 1, (m * choices,), np.int8)})
+    entries = {"action_mask": spaces.Box(0, 1, (m, choices), np.int8), **observation_spaces(k, history_width),
                **node_spaces(config)}
     if extra is not None:
         entries[extra.key] = extra_space(extra, k)
@@ -183,12 +194,11 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                                   self.slot_features, values)
 
     def action_masks(self) -> np.ndarray:
-        """Flattened (M · (K + 1),) boolean mask, the format sb3-contrib's MaskablePPO expects."""
+        """Flattened (M · (K + 1),) boolean mask (M · (2K + 1) with ``abandon=True``), the format sb3-contrib's
+        MaskablePPO expects."""
         if not self.frontend.started:
             raise RuntimeError("call reset() before action_masks()")
-        occupied = self.engine.sim.occupied
-        per_node = np.concatenate([[True], occupied])
-        return np.tile(per_node, self.config.num_nodes)
+        return np.tile(node_mask(self.config, self.engine.sim.occupied), self.config.num_nodes)
 
     @property
     def episode(self) -> Episode:

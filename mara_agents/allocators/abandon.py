@@ -32,10 +32,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from mara_agents.allocators.lara import LARAPolicy
 from mara_agents.allocators.naive import EDFPolicy, steps_to_deadline
 from mara_agents.allocators.predictive import PredictiveAllocator
+from mara_agents.allocators.slack import SlackPolicy
 from mara_agents.predictors.base import MIN_OBSERVATIONS
-from mara_agents.predictors.demand import Demand, stack_observations
+from mara_agents.predictors.demand import Demand, make_demand, stack_observations
 from mara_env.features import TASK_FEATURE_INDEX
 
 _PRESENT = TASK_FEATURE_INDEX["present"]
@@ -177,3 +179,30 @@ def edf_abandoning(threshold: float) -> AbandoningPolicy:
         return np.stack([base.act(view) for view in views])
 
     return AbandoningPolicy(decide, score, base.reset)
+
+
+# name → (base allocator, predictor, the candidate thresholds of docs/abandon_rules.md, the one chosen on val)
+ABANDONING = {
+    "slack-fm+abandon": ("slack", "fm", (0.05, 0.125, 0.25), 0.05),
+    "lara+abandon": ("lara", "wls", (2.0, 1.5, 1.0), 2.0),
+    "edf+abandon": ("edf", None, (2.0, 1.5, 1.0), 2.0),
+}
+"""The abandoning allocators by name. Candidates are listed most conservative first (abandoning least). They
+are kept apart from :data:`mara_agents.allocators.registry.POLICIES` until the evaluation plays them with
+``abandon=True``: every registered method must play the default env and the live one."""
+
+
+def make_abandoning_policy(name: str, threshold: float | None = None, fm_checkpoint: str = "", device: str = "cpu",
+                           verify: bool = True) -> AbandoningPolicy:
+    """An abandoning allocator of :data:`ABANDONING` by name, with its chosen ``threshold`` unless one is given;
+    ``ValueError`` naming an unknown name or a threshold that is not a positive number."""
+    if name not in ABANDONING:
+        raise ValueError(f"unknown abandoning allocator {name!r}; choose one of {sorted(ABANDONING)}")
+    allocator, predictor, _, chosen = ABANDONING[name]
+    value = chosen if threshold is None else threshold
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(f"threshold must be a positive number, got {value!r}")
+    if predictor is None:
+        return edf_abandoning(float(value))
+    base = {"lara": LARAPolicy, "slack": SlackPolicy}[allocator](make_demand(predictor, fm_checkpoint, device, verify))
+    return predictive_abandoning(base, float(value), samples=predictor == "fm")

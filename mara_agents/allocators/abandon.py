@@ -15,7 +15,8 @@ The three rules, each from the estimate its allocator already has:
 * ``slack-fm+abandon`` — FM's samples: a task is hopeless when the share of FM's sampled remaining demands
   that fit in its steps left (finishing on a free node every step) is below ``threshold``;
 * ``lara+abandon`` — WLS's point estimate: hopeless when the predicted remaining batches exceed
-  ``threshold`` × steps left;
+  ``threshold`` × steps left and are below the generation cap 2·B − s (WLS answers the cap when its fit finds
+  no descending power law: that is no estimate, not a hopeless one);
 * ``edf+abandon`` — EDF has no predictor, so it extrapolates the task's own observed log-progress linearly:
   after s batches at progress q = log(L₁/L)/log(L₁/ε) it needs about s·(1 − q)/q more; hopeless when that
   exceeds ``threshold`` × steps left (or q ≤ 0).  Curves flatten, so linear extrapolation is optimistic and
@@ -37,7 +38,7 @@ from mara_agents.allocators.naive import EDFPolicy, steps_to_deadline
 from mara_agents.allocators.predictive import PredictiveAllocator
 from mara_agents.allocators.slack import SlackPolicy
 from mara_agents.predictors.base import MIN_OBSERVATIONS
-from mara_agents.predictors.demand import Demand, make_demand, stack_observations
+from mara_agents.predictors.demand import GENERATION_CAP_FACTOR, Demand, make_demand, stack_observations
 from mara_env.features import TASK_FEATURE_INDEX
 
 _PRESENT = TASK_FEATURE_INDEX["present"]
@@ -58,6 +59,13 @@ def _ready(observation: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     slots = np.flatnonzero(present)
     left[slots] = steps_to_deadline(observation, slots)
     return ready, left
+
+
+def _estimated(observation: dict[str, np.ndarray], remaining: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_ready`, less the slots whose estimate is the generation cap (the predictor's "no estimate")."""
+    ready, left = _ready(observation)
+    cap = GENERATION_CAP_FACTOR * observation["budget"].astype(np.float64) - observation["history_len"]
+    return ready & (remaining < cap), left
 
 
 def fits_share_score(observation: dict[str, np.ndarray], samples: np.ndarray, threshold: float) -> np.ndarray:
@@ -158,7 +166,7 @@ def predictive_abandoning(base: PredictiveAllocator, threshold: float, samples: 
             if drawn is None:
                 raise ValueError("the FM-slack abandon rule needs a sampling predictor (FM)")
             return [fits_share_score(obs, rows, threshold) for obs, rows in zip(observations, drawn)]
-        return [demand_ratio_score(*_ready(obs), row.astype(np.float64), threshold)
+        return [demand_ratio_score(*_estimated(obs, row), row.astype(np.float64), threshold)
                 for obs, row in zip(observations, remaining)]
 
     def decide(views: list[dict[str, np.ndarray]]) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 from curves.bank import DEFAULT_BANK
 from mara_agents.allocators.abandon import ABANDONING, make_abandoning_policy
 from mara_agents.allocators.registry import make_policy
-from mara_agents.mat.validation import validation_workload
+from mara_agents.mat.validation import VALIDATION_SEED, validation_workload
 from mara_agents.runner import evaluate_workload
 
 LOADS = (0.04, 0.07)
@@ -50,12 +50,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--roots", type=int, default=2, help="workload roots per load")
     parser.add_argument("--episodes", type=int, default=2, help="episodes per root")
     parser.add_argument("--only", choices=sorted(ABANDONING), action="append", help="allocators to play (all)")
+    parser.add_argument("--seed-base", type=int, default=VALIDATION_SEED,
+                        help="seed base of the val workloads (round 2: VALIDATION_SEED + 1)")
     args = parser.parse_args(argv)
     if args.roots < 1 or args.episodes < 1:
         parser.error("--roots and --episodes must be positive")
     with tempfile.TemporaryDirectory() as tmp:
         workloads = {load: validation_workload(Path(tmp) / f"val_id_p{load:g}.json", args.bank, "id", load,
-                                               args.roots, args.episodes) for load in LOADS}
+                                               args.roots, args.episodes, args.seed_base) for load in LOADS}
         for name in args.only or sorted(ABANDONING):
             _, _, candidates, _ = ABANDONING[name]
             runs = {"no abandon": measure(make_policy(BASES[name]), workloads, args.bank)}

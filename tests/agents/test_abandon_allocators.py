@@ -92,12 +92,19 @@ def test_edf_keeps_a_task_on_course(bank_dir):
 
 
 @pytest.mark.parametrize("base", [SlackPolicy, LARAPolicy])
-@pytest.mark.parametrize(("need", "outcome"), [(100.0, "abandoned"), (1.0, "succeeded")])
+@pytest.mark.parametrize(("need", "outcome"), [(60.0, "abandoned"), (1.0, "succeeded")])
 def test_predictive_rules_abandon_what_their_estimate_says_cannot_finish(bank_dir, base, need, outcome):
     policy = predictive_abandoning(base(FixedPredictor(need)), 0.5 if base is SlackPolicy else 1.0,
                                    samples=base is SlackPolicy)
     info = play(policy, bank_dir, Episode.from_lists([0], [OTHER], [1.3], [50]), num_nodes=2)
     assert info["task_outcomes"] == (outcome,)
+
+
+def test_lara_reads_a_cap_answer_as_no_estimate(bank_dir):
+    """WLS answers the generation cap 2·B − s when it has no fit; LARA's rule then keeps the task."""
+    policy = predictive_abandoning(LARAPolicy(FixedPredictor(100.0)), 1.0, samples=False)
+    info = play(policy, bank_dir, Episode.from_lists([0], [OTHER], [1.3], [50]), num_nodes=2)
+    assert info["task_outcomes"] == ("succeeded",)
 
 
 def test_an_abandoning_allocator_refuses_the_default_env(bank_dir):

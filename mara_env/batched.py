@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from curves.bank import CurveBank
+from mara_env.abandon import feasible_alone
 from mara_env.config import MARAConfig
 from mara_env.curve_table import curve_table
-from mara_env.abandon import feasible_alone
 from mara_env.dynamics import (ABANDONED, ACTIVE, EXPIRED, FUTURE, QUEUED, SERVED_FEATURES, SUCCEEDED, TOTALS,
                                 episode_metrics, first_crossings, global_features, option_metrics, progress_features,
                                 queue_wait, remaining_time, standing_choices, standing_picks, task_outcomes)

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from mara_env.config import MARAConfig
 from mara_env.abandon import slot_claims
+from mara_env.config import MARAConfig
 from mara_env.dynamics import standing_choices
 from mara_env.engine import Engine, resolve_conflicts
 from mara_env.render import EpisodeRecord, HumanViewer, draw_gantt

@@ -27,9 +27,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from curves.bank import CurveBank
+from mara_env.abandon import feasible_alone
 from mara_env.config import MARAConfig
 from mara_env.curve_table import curve_table
-from mara_env.abandon import feasible_alone
 from mara_env.dynamics import (ABANDONED, ACTIVE, EXPIRED, FUTURE, QUEUED, SERVED_FEATURES, STATUS_NAMES, SUCCEEDED,
                                 TOTALS, episode_metrics, first_crossings, global_features, option_metrics,
                                 progress_table, queue_wait, remaining_time, standing_choices_one, standing_picks_one,

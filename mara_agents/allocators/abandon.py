@@ -5,7 +5,8 @@ Every step, in this order:
 
 1. the rule's own estimate marks **hopeless** tasks among those with at least 4 observations (a task in
    warm-up is never abandoned: nothing is known about it yet);
-2. every hopeless task is abandoned, the most hopeless first, at most one per node;
+2. every hopeless task is abandoned, the most hopeless first, at most one per node — with ``make_room=True``
+   only as many as tasks wait in the admission queue (abandoning then only ever makes room);
 3. the base allocator decides on the observation *without* the abandoned tasks (as if their slots were
    empty), and the abandons take the nodes it leaves idle, else its last nodes (those that serve its
    lowest-ranked tasks).
@@ -39,12 +40,13 @@ from mara_agents.allocators.predictive import PredictiveAllocator
 from mara_agents.allocators.slack import SlackPolicy
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_agents.predictors.demand import GENERATION_CAP_FACTOR, Demand, make_demand, stack_observations
-from mara_env.features import TASK_FEATURE_INDEX
+from mara_env.features import GLOBAL_FEATURE_INDEX, TASK_FEATURE_INDEX
 
 _PRESENT = TASK_FEATURE_INDEX["present"]
 _LOG_RATIO = TASK_FEATURE_INDEX["log_loss_ratio"]
 _FIRST = TASK_FEATURE_INDEX["initial_loss"]
 _TARGET = TASK_FEATURE_INDEX["target_loss"]
+_QUEUE = GLOBAL_FEATURE_INDEX["queue"]
 
 Hopelessness = Callable[[dict[str, np.ndarray]], np.ndarray]
 """A rule's score per slot of one observation (K,): a task is hopeless when its score is positive, and a
@@ -126,10 +128,12 @@ class AbandoningPolicy:
     action on the observation without the hopeless tasks, and ``score`` says which are hopeless."""
 
     def __init__(self, decide: Callable[[list[dict[str, np.ndarray]]], np.ndarray],
-                 score: Callable[[list[dict[str, np.ndarray]]], list[np.ndarray]], reset: Callable[[], None]):
+                 score: Callable[[list[dict[str, np.ndarray]]], list[np.ndarray]], reset: Callable[[], None],
+                 make_room: bool = False):
         self._decide = decide
         self._score = score
         self._reset = reset
+        self.make_room = make_room
 
     def reset(self) -> None:
         self._reset()
@@ -148,12 +152,14 @@ class AbandoningPolicy:
         dropped = []
         for observation, score in zip(observations, self._score(observations)):
             hopeless = np.flatnonzero(score > 0)
-            dropped.append(hopeless[np.argsort(-score[hopeless], kind="stable")][:num_nodes])
+            room = int(np.rint(observation["global"][_QUEUE] * num_slots)) if self.make_room else num_nodes
+            dropped.append(hopeless[np.argsort(-score[hopeless], kind="stable")][:min(room, num_nodes)])
         actions = self._decide([without_slots(obs, slots) for obs, slots in zip(observations, dropped)])
         return np.stack([with_abandons(action, slots, num_slots) for action, slots in zip(actions, dropped)])
 
 
-def predictive_abandoning(base: PredictiveAllocator, threshold: float, samples: bool) -> AbandoningPolicy:
+def predictive_abandoning(base: PredictiveAllocator, threshold: float, samples: bool,
+                          make_room: bool = False) -> AbandoningPolicy:
     """FM-slack (``samples=True``: the share of FM's samples that fit) or LARA (the point estimate against
     ``threshold`` × steps left) with its abandon rule; one predictor call per step for all observations."""
     demand: Demand = base.demand
@@ -172,10 +178,10 @@ def predictive_abandoning(base: PredictiveAllocator, threshold: float, samples: 
     def decide(views: list[dict[str, np.ndarray]]) -> np.ndarray:
         return np.stack([base.decide(view, row) for view, row in zip(views, estimates["remaining"])])
 
-    return AbandoningPolicy(decide, score, base.reset)
+    return AbandoningPolicy(decide, score, base.reset, make_room)
 
 
-def edf_abandoning(threshold: float) -> AbandoningPolicy:
+def edf_abandoning(threshold: float, make_room: bool = False) -> AbandoningPolicy:
     """EDF with its abandon rule: the task's own log-progress extrapolated linearly against ``threshold`` ×
     steps left."""
     base = EDFPolicy()
@@ -186,31 +192,33 @@ def edf_abandoning(threshold: float) -> AbandoningPolicy:
     def decide(views: list[dict[str, np.ndarray]]) -> np.ndarray:
         return np.stack([base.act(view) for view in views])
 
-    return AbandoningPolicy(decide, score, base.reset)
+    return AbandoningPolicy(decide, score, base.reset, make_room)
 
 
-# name → (base allocator, predictor, the candidate thresholds of docs/abandon_rules.md, the one chosen on val)
+# name → (base allocator, predictor, the candidate thresholds of docs/abandon_rules.md, the threshold and the
+# make_room setting chosen on val)
 ABANDONING = {
-    "slack-fm+abandon": ("slack", "fm", (0.05, 0.125, 0.25), 0.05),
-    "lara+abandon": ("lara", "wls", (2.0, 1.5, 1.0), 2.0),
-    "edf+abandon": ("edf", None, (2.0, 1.5, 1.0), 2.0),
+    "slack-fm+abandon": ("slack", "fm", (0.05, 0.125, 0.25), 0.05, False),
+    "lara+abandon": ("lara", "wls", (2.0, 1.5, 1.0), 2.0, False),
+    "edf+abandon": ("edf", None, (2.0, 1.5, 1.0), 2.0, False),
 }
 """The abandoning allocators by name. Candidates are listed most conservative first (abandoning least). They
 are kept apart from :data:`mara_agents.allocators.registry.POLICIES` until the evaluation plays them with
 ``abandon=True``: every registered method must play the default env and the live one."""
 
 
-def make_abandoning_policy(name: str, threshold: float | None = None, fm_checkpoint: str = "", device: str = "cpu",
-                           verify: bool = True) -> AbandoningPolicy:
-    """An abandoning allocator of :data:`ABANDONING` by name, with its chosen ``threshold`` unless one is given;
-    ``ValueError`` naming an unknown name or a threshold that is not a positive number."""
+def make_abandoning_policy(name: str, threshold: float | None = None, make_room: bool | None = None,
+                           fm_checkpoint: str = "", device: str = "cpu", verify: bool = True) -> AbandoningPolicy:
+    """An abandoning allocator of :data:`ABANDONING` by name, with its chosen ``threshold`` and ``make_room``
+    unless given; ``ValueError`` naming an unknown name or a threshold that is not a positive number."""
     if name not in ABANDONING:
         raise ValueError(f"unknown abandoning allocator {name!r}; choose one of {sorted(ABANDONING)}")
-    allocator, predictor, _, chosen = ABANDONING[name]
+    allocator, predictor, _, chosen, room = ABANDONING[name]
     value = chosen if threshold is None else threshold
+    room = room if make_room is None else bool(make_room)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise ValueError(f"threshold must be a positive number, got {value!r}")
     if predictor is None:
-        return edf_abandoning(float(value))
+        return edf_abandoning(float(value), room)
     base = {"lara": LARAPolicy, "slack": SlackPolicy}[allocator](make_demand(predictor, fm_checkpoint, device, verify))
-    return predictive_abandoning(base, float(value), samples=predictor == "fm")
+    return predictive_abandoning(base, float(value), predictor == "fm", room)

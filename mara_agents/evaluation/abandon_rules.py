@@ -38,6 +38,11 @@ def measure(policy, workloads: dict[float, Path], bank: str) -> dict[float, dict
     return means
 
 
+def mean_success(means: dict[float, dict[str, float]]) -> float:
+    """The mean success rate over the loads, weighted alike."""
+    return float(np.mean([means[load]["success_rate"] for load in LOADS]))
+
+
 def choose(candidates: Sequence[float], scores: Sequence[float]) -> float:
     """The documented rule: the best mean success rate; within :data:`TIE` of it, the first (most conservative)."""
     best = max(scores)
@@ -51,7 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=2, help="episodes per root")
     parser.add_argument("--only", choices=sorted(ABANDONING), action="append", help="allocators to play (all)")
     parser.add_argument("--seed-base", type=int, default=VALIDATION_SEED,
-                        help="seed base of the val workloads (round 2: VALIDATION_SEED + 1)")
+                        help="seed base of the val workloads (round 2: VALIDATION_SEED + 1, round 3: + 2)")
+    parser.add_argument("--make-room", action="store_true",
+                        help="round 3: play the candidates with make_room=True beside the current choice")
     args = parser.parse_args(argv)
     if args.roots < 1 or args.episodes < 1:
         parser.error("--roots and --episodes must be positive")
@@ -59,18 +66,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         workloads = {load: validation_workload(Path(tmp) / f"val_id_p{load:g}.json", args.bank, "id", load,
                                                args.roots, args.episodes, args.seed_base) for load in LOADS}
         for name in args.only or sorted(ABANDONING):
-            _, _, candidates, _ = ABANDONING[name]
+            _, _, candidates, _, _ = ABANDONING[name]
             runs = {"no abandon": measure(make_policy(BASES[name]), workloads, args.bank)}
+            if args.make_room:
+                runs["current choice"] = measure(make_abandoning_policy(name), workloads, args.bank)
             for value in candidates:
-                runs[f"threshold {value:g}"] = measure(make_abandoning_policy(name, value), workloads, args.bank)
+                runs[f"threshold {value:g}"] = measure(make_abandoning_policy(name, value, args.make_room or None),
+                                                       workloads, args.bank)
             print(f"\n{name} (val, {args.roots} roots x {args.episodes} episodes per load)")
             for label, means in runs.items():
                 cells = "  ".join(f"p={load:g}: " + " ".join(f"{column}={means[load][column]:.3f}" for column in COLUMNS)
                                   for load in LOADS)
                 print(f"  {label:<16} {cells}")
-            scores = [np.mean([runs[f'threshold {value:g}'][load]['success_rate'] for load in LOADS])
-                      for value in candidates]
-            print(f"  chosen threshold: {choose(candidates, scores):g}")
+            scores = [mean_success(runs[f"threshold {value:g}"]) for value in candidates]
+            print(f"  chosen threshold: {choose(candidates, scores):g}"
+                  + (f" (make_room; the current choice scores {mean_success(runs['current choice']):.4f} against "
+                     f"{max(scores):.4f})" if args.make_room else ""))
     return 0
 
 

@@ -86,6 +86,15 @@ def test_edf_abandons_a_hopeless_task_and_serves_the_one_queued_behind_it(bank_d
     assert metrics["wasted_node_steps"] == 4 and metrics["abandoned_feasible"] == 0  # 4 warm-up batches lost
 
 
+def test_making_room_abandons_only_for_a_task_that_waits(bank_dir):
+    alone = play(edf_abandoning(2.0, make_room=True), bank_dir, Episode.from_lists([0], [CURVE], [1e-6], [20]),
+                 num_nodes=1, max_active=1)
+    assert alone["task_outcomes"] == ("expired",)  # nothing waits for its slot: it is kept to its deadline
+    queued = Episode.from_lists([0, 0], [CURVE, OTHER], [1e-6, 1.3], [50, 50])
+    info = play(edf_abandoning(2.0, make_room=True), bank_dir, queued, num_nodes=1, max_active=1)
+    assert info["task_outcomes"] == ("abandoned", "succeeded")
+
+
 def test_edf_keeps_a_task_on_course(bank_dir):
     info = play(edf_abandoning(2.0), bank_dir, Episode.from_lists([0], [OTHER], [1.3], [50]), num_nodes=1)
     assert info["task_outcomes"] == ("succeeded",) and info["episode_metrics"]["abandoned"] == 0

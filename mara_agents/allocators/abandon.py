@@ -199,8 +199,8 @@ def edf_abandoning(threshold: float, make_room: bool = False) -> AbandoningPolic
 # make_room setting chosen on val)
 ABANDONING = {
     "slack-fm+abandon": ("slack", "fm", (0.05, 0.125, 0.25), 0.05, False),
-    "lara+abandon": ("lara", "wls", (2.0, 1.5, 1.0), 2.0, False),
-    "edf+abandon": ("edf", None, (2.0, 1.5, 1.0), 2.0, False),
+    "lara+abandon": ("lara", "wls", (2.0, 1.5, 1.0), 2.0, True),
+    "edf+abandon": ("edf", None, (2.0, 1.5, 1.0), 2.0, True),
 }
 """The abandoning allocators by name. Candidates are listed most conservative first (abandoning least). They
 are kept apart from :data:`mara_agents.allocators.registry.POLICIES` until the evaluation plays them with

@@ -198,7 +198,7 @@ def edf_abandoning(threshold: float, make_room: bool = False) -> AbandoningPolic
 # name → (base allocator, predictor, the candidate thresholds of docs/abandon_rules.md, the threshold and the
 # make_room setting chosen on val)
 ABANDONING = {
-    "slack-fm+abandon": ("slack", "fm", (0.05, 0.125, 0.25), 0.05, False),
+    "slack-fm+abandon": ("slack", "fm", (0.05, 0.125, 0.25), 0.05, True),
     "lara+abandon": ("lara", "wls", (2.0, 1.5, 1.0), 2.0, True),
     "edf+abandon": ("edf", None, (2.0, 1.5, 1.0), 2.0, True),
 }

@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.make_room:
                 runs["current choice"] = measure(make_abandoning_policy(name), workloads, args.bank)
             for value in candidates:
-                runs[f"threshold {value:g}"] = measure(make_abandoning_policy(name, value, args.make_room or None),
+                runs[f"threshold {value:g}"] = measure(make_abandoning_policy(name, value, args.make_room),
                                                        workloads, args.bank)
             print(f"\n{name} (val, {args.roots} roots x {args.episodes} episodes per load)")
             for label, means in runs.items():

@@ -9,6 +9,9 @@ in sb3-contrib or RLlib) still serves as many tasks as it asked for.
 ``scores_to_picks`` is the ranking action (``actions="scores"``): the team scores the K slots and the env
 builds the matching greedily, so every action is one.
 
+With ``abandon=True`` a node may also choose K + j, abandoning slot j − 1: ``repair_choices`` and
+``scores_to_choices`` extend the two rules to those choices.
+
 All functions work on any number of leading batch dimensions (vector environments pass ``(N, M)`` picks or
 ``(N, K)`` scores and ``(N, K)`` occupancy) and loop at most over the M nodes.
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mara_env.dynamics import standing_picks, standing_picks_one
+from mara_env.dynamics import standing_choices, standing_picks, standing_picks_one
 
 
 def repair_picks(picks: np.ndarray, occupied: np.ndarray) -> np.ndarray:
@@ -98,3 +101,44 @@ def scores_to_picks(scores: np.ndarray, occupied: np.ndarray, num_nodes: int) ->
         pad = np.zeros(picks.shape[:-1] + (num_nodes - picks.shape[-1],), dtype=picks.dtype)
         picks = np.concatenate([picks, pad], axis=-1)
     return picks.astype(np.int64)
+
+
+def repair_choices(choices: np.ndarray, occupied: np.ndarray) -> np.ndarray:
+    """:func:`repair_picks` with ``abandon=True``: standing abandons are kept and hold their slots; every pick is
+    repaired around them as :func:`repair_picks` repairs it; an abandon that does not stand becomes idle.
+
+    An abandon is never moved to another slot: that would drop a task that no node asked to drop.
+
+    >>> repair_choices(np.array([4, 1, 4, 1]), np.array([True, True, False]))
+    array([4, 2, 0, 0])
+    """
+    choices = np.asarray(choices, dtype=np.int64)
+    num_slots = np.shape(occupied)[-1]
+    _, abandons = standing_choices(choices, occupied)
+    picks = np.where(choices > num_slots, np.where(abandons, choices - num_slots, 0), choices)
+    repaired = repair_picks(picks, occupied)
+    return np.where(abandons, repaired + num_slots, repaired)
+
+
+def scores_to_choices(scores: np.ndarray, occupied: np.ndarray, num_nodes: int) -> np.ndarray:
+    """The ranking action with ``abandon=True``: ``scores`` (..., 2K) holds K slot scores, then K abandon scores.
+
+    The occupied slots with a positive abandon score are abandoned, highest first (ties to the lower slot), at
+    most ``num_nodes`` of them, each taking one node; the nodes left serve the other slots as
+    :func:`scores_to_picks` ranks them. The choices list the served slots first, then the abandons (K + j), then
+    idle nodes.
+
+    >>> scores_to_choices(np.array([0.9, 0.5, 0.1, -1.0, 0.4, -0.2]), np.array([True, True, True]), 2)
+    array([1, 5])
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    occupied = np.asarray(occupied, dtype=bool)
+    num_slots = occupied.shape[-1]
+    drops = scores_to_picks(scores[..., num_slots:], occupied, num_nodes)
+    dropped = (drops[..., :, None] == np.arange(1, num_slots + 1)).any(axis=-2)
+    serves = scores_to_picks(scores[..., :num_slots], occupied & ~dropped, num_nodes)
+    room = num_nodes - np.count_nonzero(drops, axis=-1)
+    serves = np.where(np.arange(num_nodes) < room[..., None], serves, 0)
+    choices = np.concatenate([serves, np.where(drops > 0, drops + num_slots, 0)], axis=-1)
+    order = np.argsort(choices == 0, axis=-1, kind="stable")[..., :num_nodes]
+    return np.take_along_axis(choices, order, axis=-1)

@@ -21,11 +21,12 @@ from __future__ import annotations
 import numpy as np
 
 from curves.bank import CurveBank
+from mara_env.abandon import feasible_alone
 from mara_env.config import MARAConfig
 from mara_env.curve_table import curve_table
-from mara_env.dynamics import (ACTIVE, EXPIRED, FUTURE, QUEUED, SERVED_FEATURES, SUCCEEDED, TOTALS, episode_metrics,
-                                first_crossings, global_features, option_metrics, progress_features, queue_wait,
-                                remaining_time, standing_picks, task_outcomes)
+from mara_env.dynamics import (ABANDONED, ACTIVE, EXPIRED, FUTURE, QUEUED, SERVED_FEATURES, SUCCEEDED, TOTALS,
+                                episode_metrics, first_crossings, global_features, option_metrics, progress_features,
+                                queue_wait, remaining_time, standing_choices, standing_picks, task_outcomes)
 from mara_env.features import NUM_TASK_FEATURES
 from mara_env.features import TASK_FEATURE_INDEX as _F
 from mara_env.history_copies import HistoryCopies
@@ -33,7 +34,7 @@ from mara_env.service import became_ready, history_writes, loss_window, node_vie
 from mara_env.shaping import potential_batch
 from mara_env.workload import Episode
 
-PADDING = SUCCEEDED + 2  # status of the unused task columns: never arrives, counts as ended
+PADDING = ABANDONED + 1  # status of the unused task columns: never arrives, counts as ended
 _NEVER = np.iinfo(np.int64).max
 # Feature columns written when a slot's task runs a batch, and when a task is admitted to a slot.
 _SERVED_COLUMNS = np.array([_F[name] for name in SERVED_FEATURES])
@@ -41,7 +42,7 @@ _ADMITTED_COLUMNS = np.array([_F[name] for name in ("present", "target_loss", "l
                                                    "queue_wait")])
 _TASK_ARRAYS = {"arrival": (np.int64, _NEVER), "deadline": (np.int64, _NEVER), "budget": (np.int64, 1),
                 "eps": (np.float64, 1.0), "curve": (np.int64, 0), "status": (np.int8, PADDING),
-                "left_at": (np.int64, -1), "ready_at": (np.int64, -1)}
+                "left_at": (np.int64, -1), "ready_at": (np.int64, -1), "service": (np.int64, 0)}
 
 
 class BatchSimulator:
@@ -79,7 +80,9 @@ class BatchSimulator:
         self._env_of_cell = np.repeat(np.arange(n), k)  # episode of each flat slot index
         self._env_of_pick = np.repeat(np.arange(n), self.num_nodes)  # episode of each flat (episode, node) index
         self.node_options = config.node_options
+        self.abandon = config.abandon
         self.speeds = np.array(config.speeds, dtype=np.int64)
+        self.slot_service = np.zeros((n, k), dtype=np.int64)  # node-steps that served each slot's task (abandon)
         # Per slot, with a node option: the node that served its task at the previous step (-1: none), and the
         # task's setup steps left after that step.
         self.slot_served_by = np.full((n, k), -1, dtype=np.int64)
@@ -123,6 +126,7 @@ class BatchSimulator:
         self.features[index] = 0.0
         self.history[index] = 0.0
         self.slot_served_by[index] = -1
+        self.slot_service[index] = 0
         self.copies.rewrote_rows((index[:, None] * self.num_slots + np.arange(self.num_slots)).reshape(-1))
         self.t[index] = 0
         for total in self.totals.values():
@@ -134,19 +138,25 @@ class BatchSimulator:
 
     # ------------------------------------------------------------------ dynamics
     def step(self, picks: np.ndarray) -> dict[str, np.ndarray]:
-        """Advance every episode one step; ``picks`` (N, M) are range-checked node choices (0 idle, j slot j−1).
+        """Advance every episode one step; ``picks`` (N, M) are range-checked node choices (0 idle, j slot j−1,
+        and with ``abandon=True`` K + j abandon slot j−1).
 
         A pick of an empty slot, or of a slot a lower-indexed node already took, idles and counts a conflict
-        (:func:`mara_env.dynamics.standing_picks`). Returns per-episode ``successes``, ``expirations``,
-        ``conflicts``, ``phi_before``, ``phi_after`` and ``terminated``.
+        (:func:`mara_env.dynamics.standing_picks`; abandons claim slots alike,
+        :func:`mara_env.dynamics.standing_choices`). Returns per-episode ``successes``, ``expirations``,
+        ``conflicts``, ``phi_before``, ``phi_after``, ``terminated`` and, with ``abandon=True``, ``abandoned``.
         """
         occupied, active = self.occupied, self.active
-        serves = standing_picks(picks, occupied)
+        if self.abandon:
+            serves, abandons = standing_choices(picks, occupied)
+            dropped = abandons.sum(axis=1)
+        else:
+            serves, dropped = standing_picks(picks, occupied), 0
         served = serves.sum(axis=1)
-        conflicts = (picks > 0).sum(axis=1) - served  # the picks that chose a slot but serve nothing
+        conflicts = (picks > 0).sum(axis=1) - served - dropped  # the choices that name a slot but claim nothing
         totals = self.totals
         totals["queue_full"] += active == self.num_slots
-        totals["waiting"] += active + self.queue_length - served
+        totals["waiting"] += active + self.queue_length - served - dropped
         totals["busy"] += served
         totals["steps"] += 1
         totals["conflicts"] += conflicts
@@ -154,6 +164,9 @@ class BatchSimulator:
         served_at = serves.reshape(-1).nonzero()[0]  # (env, node) pairs as flat indices
         env = self._env_of_pick[served_at]
         cell = env * self.num_slots + picks.reshape(-1)[served_at] - 1
+        if self.abandon:
+            self._abandon(abandons, picks)
+            self.slot_service.reshape(-1)[cell] += 1
         successes = self._serve_nodes(cell, served_at % self.num_nodes) if self.node_options else self._execute(cell)
         expirations = self._expire()
         self.t += 1
@@ -161,8 +174,29 @@ class BatchSimulator:
         self.occupied = self.slot_task >= 0
         self.active = self.occupied.sum(axis=1)
         phi_before, self.phi = self.phi, potential_batch(self.slot_progress, self.occupied)
-        return {"successes": successes, "expirations": expirations, "conflicts": conflicts,
-                "phi_before": phi_before, "phi_after": self.phi, "terminated": self.terminated()}
+        outcome = {"successes": successes, "expirations": expirations, "conflicts": conflicts,
+                   "phi_before": phi_before, "phi_after": self.phi, "terminated": self.terminated()}
+        if self.abandon:
+            outcome["abandoned"] = dropped
+        return outcome
+
+    def _abandon(self, abandons: np.ndarray, choices: np.ndarray) -> None:
+        """Phase 0 (``abandon=True``): the tasks that the standing abandons (``abandons``, (N, M)) name in
+        ``choices`` leave as abandoned before any batch runs; counts those
+        :func:`mara_env.abandon.feasible_alone` says could still have succeeded."""
+        at = abandons.reshape(-1).nonzero()[0]
+        if at.size == 0:
+            return
+        env = self._env_of_pick[at]
+        cell = env * self.num_slots + choices.reshape(-1)[at] - self.num_slots - 1
+        loss = self.table.loss
+        crossing = first_crossings(loss[self.slot_curve.reshape(-1)[cell] // loss.shape[1]],
+                                   self.slot_eps.reshape(-1)[cell])
+        feasible = feasible_alone(crossing, self.slot_batches.reshape(-1)[cell],
+                                  self.slot_deadline.reshape(-1)[cell] - self.t[env], self.config)
+        self.totals["abandoned"] += np.bincount(env, minlength=self.num_envs)
+        self.totals["abandoned_feasible"] += np.bincount(env[feasible], minlength=self.num_envs)
+        self._leave(cell, ABANDONED)
 
     def _execute(self, cell: np.ndarray) -> np.ndarray:
         """Phases 1–2: one batch for each served task, then successes leave.
@@ -258,6 +292,9 @@ class BatchSimulator:
         task = self.slot_task.reshape(-1)[cell]
         self.tasks["status"][env, task] = status
         self.tasks["left_at"][env, task] = self.t[env] + 1
+        if self.abandon:
+            self.tasks["service"][env, task] = self.slot_service.reshape(-1)[cell]
+            self.slot_service.reshape(-1)[cell] = 0
         self.slot_task.reshape(-1)[cell] = -1
         self.slot_batches.reshape(-1)[cell] = 0
         self.slot_deadline.reshape(-1)[cell] = _NEVER
@@ -331,9 +368,11 @@ class BatchSimulator:
         more when there is one (:mod:`mara_env.history_copies`).
         """
         occupied = self.occupied
-        mask = np.empty((self.num_envs, self.num_nodes, self.num_slots + 1), dtype=np.int8)
+        mask = np.empty((self.num_envs, self.num_nodes, self.config.node_choices), dtype=np.int8)
         mask[:, :, 0] = 1
-        mask[:, :, 1:] = occupied[:, None, :]
+        mask[:, :, 1:self.num_slots + 1] = occupied[:, None, :]
+        if self.abandon:
+            mask[:, :, self.num_slots + 1:] = occupied[:, None, :]
         tasks = self.features.copy()
         tasks[:, :, _F["remaining_time"]] = remaining_time(self.slot_deadline, self.t[:, None], self.slot_budget,
                                                            occupied)
@@ -353,7 +392,7 @@ class BatchSimulator:
         metrics = episode_metrics(totals, self.num_nodes, int(self.t[row]), self.tasks["arrival"][row, :n],
                                   self.tasks["left_at"][row, :n], self.tasks["ready_at"][row, :n])
         metrics.update(option_metrics(self.config, totals, self.table, self.tasks["curve"][row, :n],
-                                      self.tasks["status"][row, :n]))
+                                      self.tasks["status"][row, :n], self.tasks["service"][row, :n]))
         return metrics
 
     def task_outcomes(self, row: int) -> tuple[str, ...]:

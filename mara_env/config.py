@@ -83,6 +83,11 @@ class MARAConfig:
     fairness_metrics: bool = False
     """Add the per-family success rates, their minimum and Jain's index to ``info["episode_metrics"]``
     (``mara_env.fairness``); the reward does not change."""
+    abandon: bool = False
+    """Let a node give up a slot's task instead of serving: each node gains K choices, K + 1 + j abandoning slot
+    j (``scores``: K abandon scores after the K slot scores); the task leaves as ``abandoned`` and its slot is
+    refilled in the same step. Adds the abandon counter to the step info and the abandon and wasted-node-step
+    metrics to ``info["episode_metrics"]`` (``mara_env.abandon``)."""
 
     def __post_init__(self) -> None:
         # Imported here: the task-set registry imports this module for its type hints.
@@ -111,6 +116,7 @@ class MARAConfig:
         object.__setattr__(self, "curve_splits", choices("curve_splits", self.curve_splits, SPLITS))
         integer("switch_cost", self.switch_cost, low=0, high=MAX_SWITCH_COST)
         boolean("fairness_metrics", self.fairness_metrics)
+        boolean("abandon", self.abandon)
         if self.node_speeds is not None:
             object.__setattr__(self, "node_speeds", _speeds(self.node_speeds, self.num_nodes))
 
@@ -124,6 +130,11 @@ class MARAConfig:
         """Whether a node option is off its default (a speed other than 1, or ``switch_cost`` > 0): then the
         simulators take the node-aware path and every observation carries the node features."""
         return self.switch_cost > 0 or any(speed != 1 for speed in self.speeds)
+
+    @property
+    def node_choices(self) -> int:
+        """Choices of one node: idle, serve one of the K slots and, with ``abandon``, abandon one of them."""
+        return (2 if self.abandon else 1) * self.max_active + 1
 
     def replace(self, **changes: object) -> MARAConfig:
         """A copy with some fields changed (validated again); unknown names raise ``ValueError``."""

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from mara_env.abandon import abandon_metrics, slot_claims, slot_claims_one
 from mara_env.config import MARAConfig
 from mara_env.curve_table import CurveTable
 from mara_env.fairness import fairness_metrics
@@ -30,13 +31,15 @@ from mara_env.features import GLOBAL_FEATURE_INDEX as _G
 from mara_env.features import GLOBAL_FEATURES, NUM_GLOBAL_FEATURES
 from mara_env.shaping import log_progress, shaped_reward
 
-FUTURE, QUEUED, ACTIVE, SUCCEEDED, EXPIRED = range(5)
-STATUS_NAMES = ("not arrived", "queued", "running", "succeeded", "expired")
+FUTURE, QUEUED, ACTIVE, SUCCEEDED, EXPIRED, ABANDONED = range(6)
+STATUS_NAMES = ("not arrived", "queued", "running", "succeeded", "expired", "abandoned")
 """A task's status by name, indexed by the status code (``STATUS_NAMES[SUCCEEDED] == "succeeded"``)."""
-TOTALS = ("successes", "expirations", "conflicts", "busy", "queue_full", "waiting", "steps", "setup")
+TOTALS = ("successes", "expirations", "conflicts", "busy", "queue_full", "waiting", "steps", "setup", "abandoned",
+          "abandoned_feasible")
 """The per-episode counters the metrics are computed from."""
 INFO_KEYS = ("successes", "expirations", "conflicts")
-"""The counters every step's info holds (``repaired`` too with ``conflicts="repair"``)."""
+"""The counters every step's info holds (``repaired`` too with ``conflicts="repair"``, ``abandoned`` with
+``abandon=True``)."""
 TINY = 1e-12
 """The floor under a loss before taking its logarithm."""
 SERVED_FEATURES = ("batches_done", "current_loss", "initial_loss", "log_loss_ratio", "warmup")
@@ -91,6 +94,29 @@ def standing_picks_one(picks: list[int], occupied: list[bool]) -> list[bool]:
         else:
             served.append(False)
     return served
+
+
+def standing_choices(choices: np.ndarray, occupied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """With ``abandon=True``: boolean ``(..., M)`` masks of the node choices (0 idle, j serve slot j − 1, K + j
+    abandon slot j − 1) that serve and of those that abandon.
+
+    Picks and abandons both claim their slot (:func:`mara_env.abandon.slot_claims`) and claims resolve as
+    :func:`standing_picks` resolves picks: the lowest-indexed node claiming an occupied slot gets it.
+    """
+    num_slots = np.shape(occupied)[-1]
+    asked = np.asarray(choices) > num_slots
+    stands = standing_picks(slot_claims(np.asarray(choices), num_slots), occupied)
+    return stands & ~asked, stands & asked
+
+
+def standing_choices_one(choices: list[int], occupied: list[bool]) -> tuple[list[bool], list[int]]:
+    """:func:`standing_choices` of one joint action in plain Python: which choices serve, and the slots
+    (0-based, in node order) that standing abandons give up."""
+    num_slots = len(occupied)
+    stands = standing_picks_one(slot_claims_one(choices, num_slots), occupied)
+    serves = [stand and choice <= num_slots for choice, stand in zip(choices, stands)]
+    dropped = [choice - num_slots - 1 for choice, stand in zip(choices, stands) if stand and choice > num_slots]
+    return serves, dropped
 
 
 # ---------------------------------------------------------------------------------------------- features
@@ -188,16 +214,21 @@ def episode_metrics(totals: Mapping[str, int], num_nodes: int, t: int, arrival: 
 
 
 def option_metrics(config: MARAConfig, totals: Mapping[str, int], table: CurveTable, curve_rows: np.ndarray,
-                   status: np.ndarray) -> dict[str, float]:
+                   status: np.ndarray, service: np.ndarray | None = None) -> dict[str, float]:
     """The episode metrics the options add to :func:`episode_metrics` (none with the defaults): ``setup``, the
     share of node-steps spent in setup, with a node option (``MARAConfig.node_options``); the fairness metrics
-    of :mod:`mara_env.fairness` with ``fairness_metrics=True``. ``curve_rows`` and ``status`` are the episode's
-    tasks' rows in ``table`` and their statuses."""
+    of :mod:`mara_env.fairness` with ``fairness_metrics=True``; the abandon and wasted-node-step metrics of
+    :func:`mara_env.abandon.abandon_metrics` with ``abandon=True``. ``curve_rows``, ``status`` and ``service``
+    are the episode's tasks' rows in ``table``, their statuses and the node-steps that served each (read only
+    with ``abandon=True``)."""
     extra: dict[str, float] = {}
     if config.node_options:
         extra["setup"] = totals["setup"] / (config.num_nodes * max(totals["steps"], 1))
     if config.fairness_metrics:
         extra.update(fairness_metrics(table.families, table.family[curve_rows], status == SUCCEEDED))
+    if config.abandon:
+        extra.update(abandon_metrics(totals, table.families, table.family[curve_rows], status == SUCCEEDED,
+                                     service))
     return extra
 
 
@@ -215,9 +246,13 @@ def team_reward(config: MARAConfig, successes: np.ndarray | int, phi_before: np.
     return reward
 
 
-def step_info(successes: Any, expirations: Any, conflicts: Any, repaired: Any = None) -> dict[str, Any]:
-    """The step info's counters (:data:`INFO_KEYS`, and ``repaired`` when the picks were repaired)."""
+def step_info(successes: Any, expirations: Any, conflicts: Any, repaired: Any = None,
+              abandoned: Any = None) -> dict[str, Any]:
+    """The step info's counters (:data:`INFO_KEYS`, ``repaired`` when the picks were repaired and ``abandoned``,
+    the tasks abandoned in the step, with ``abandon=True``)."""
     info = {"successes": successes, "expirations": expirations, "conflicts": conflicts}
     if repaired is not None:
         info["repaired"] = repaired
+    if abandoned is not None:
+        info["abandoned"] = abandoned
     return info

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from curves.bank import DEFAULT_BANK, CurveBank, load_bank
-from mara_env.actions import repair_picks, scores_to_picks
+from mara_env.actions import repair_choices, repair_picks, scores_to_choices, scores_to_picks
 from mara_env.config import MARAConfig
 from mara_env.dynamics import INFO_KEYS, step_info, team_reward
 from mara_env.simulator import Simulator, StepOutcome
@@ -156,7 +156,8 @@ def advance(sim: Simulator, picks: list[int], repaired: int | None = None) -> tu
     """
     outcome: StepOutcome = sim.step(picks)
     reward = team_reward(sim.config, outcome.successes, outcome.potential_before, outcome.potential_after)
-    info = step_info(outcome.successes, outcome.expirations, outcome.conflicts, repaired)
+    info = step_info(outcome.successes, outcome.expirations, outcome.conflicts, repaired,
+                     outcome.abandoned if sim.config.abandon else None)
     if outcome.terminated:
         info["episode_metrics"] = sim.metrics()
         info["task_outcomes"] = sim.task_outcomes()
@@ -164,8 +165,9 @@ def advance(sim: Simulator, picks: list[int], repaired: int | None = None) -> tu
 
 
 def check_picks(action: Any, shape: tuple[int, ...], num_slots: int, name: str = "action",
-                what: str = "one choice per node") -> np.ndarray:
-    """``action`` as an int64 array of node choices after checking its shape, integrality and range.
+                what: str = "one choice per node", abandon: bool = False) -> np.ndarray:
+    """``action`` as an int64 array of node choices after checking its shape, integrality and range
+    ([0, K], or [0, 2K] with ``abandon``).
 
     A legal-shaped action is never rejected for conflicts (those become idle and are counted), but a wrong
     shape, a value that is not a whole number (a fraction, NaN, a bool, a string) or an out-of-range value is
@@ -178,14 +180,16 @@ def check_picks(action: Any, shape: tuple[int, ...], num_slots: int, name: str =
     if array.dtype.kind not in "iu" and (array.dtype.kind != "f" or not np.all(np.mod(array, 1) == 0)):
         raise ValueError(f"{name} must hold integers, got {_first_non_integer(array)} (dtype {array.dtype})")
     picks = array.astype(np.int64)
-    if picks.size and (picks.min() < 0 or picks.max() > num_slots):
-        outside = (picks < 0) | (picks > num_slots)
+    highest = 2 * num_slots if abandon else num_slots
+    if picks.size and (picks.min() < 0 or picks.max() > highest):
+        outside = (picks < 0) | (picks > highest)
         if picks.ndim == 1:
             node = int(np.flatnonzero(outside)[0])
             shown = f"{picks[node]} for node {node}: {picks.tolist()}"
         else:
             shown = f"out-of-range picks in sub-envs {np.flatnonzero(outside.any(axis=-1)).tolist()}"
-        raise ValueError(f"{name} values must lie in [0, {num_slots}] (0 = idle, j = slot j-1), got {shown}")
+        meaning = f"0 = idle, j = slot j-1{f', {num_slots}+j = abandon slot j-1' if abandon else ''}"
+        raise ValueError(f"{name} values must lie in [0, {highest}] ({meaning}), got {shown}")
     return picks
 
 
@@ -202,16 +206,18 @@ def action_picks(config: MARAConfig, action: Any, occupied: np.ndarray | None, b
                  name: str = "action") -> np.ndarray:
     """The node picks (…, M) int64 an action asks for, after the checks of its ``config.actions`` mode:
     ``picks`` are checked by :func:`check_picks`; ``scores`` by :func:`check_scores`, then ranked into a
-    matching over the ``occupied`` slots (:func:`mara_env.actions.scores_to_picks`; only this mode reads
-    ``occupied``; with ``node_speeds`` the highest-ranked slot goes to the fastest node, ties to the lower
-    index). ``batch`` is the number of sub-envs of a vector env (``None``: one env)."""
+    matching over the ``occupied`` slots (:func:`mara_env.actions.scores_to_picks`, or
+    :func:`~mara_env.actions.scores_to_choices` with ``abandon=True``; only this mode reads ``occupied``; with
+    ``node_speeds`` the highest-ranked slot goes to the fastest node, ties to the lower index). ``batch`` is the
+    number of sub-envs of a vector env (``None``: one env)."""
     m, k = config.num_nodes, config.max_active
     lead = () if batch is None else (batch,)
     if config.actions == "scores":
-        picks = scores_to_picks(check_scores(action, lead + (k,), name), occupied, m)
+        rank = scores_to_choices if config.abandon else scores_to_picks
+        picks = rank(check_scores(action, lead + (config.node_choices - 1,), name), occupied, m)
         return picks if config.node_speeds is None else picks[..., _rank_of_node(config.speeds)]
     what = "one choice per node" if batch is None else "one choice per sub-env and node"
-    return check_picks(action, lead + (m,), k, name, what)
+    return check_picks(action, lead + (m,), k, name, what, config.abandon)
 
 
 @lru_cache(maxsize=32)
@@ -226,22 +232,26 @@ def resolve_conflicts(config: MARAConfig, picks: np.ndarray, occupied: np.ndarra
     """The picks the simulator applies, and how many were moved (…,) int64, ``None`` with ``conflicts="idle"``.
 
     ``conflicts="idle"`` applies the picks as they are (the simulator idles every conflicting node);
-    ``"repair"`` moves each conflicting pick to a free occupied slot first (:func:`mara_env.actions.repair_picks`).
+    ``"repair"`` moves each conflicting pick to a free occupied slot first (:func:`mara_env.actions.repair_picks`;
+    with ``abandon=True`` :func:`~mara_env.actions.repair_choices`, which idles a conflicting abandon).
     """
     if config.conflicts != "repair":
         return picks, None
-    applied = repair_picks(picks, occupied)
+    applied = repair_choices(picks, occupied) if config.abandon else repair_picks(picks, occupied)
     return applied, np.count_nonzero(applied != picks, axis=-1).astype(np.int64)
 
 
 def reset_info(config: MARAConfig, zero: Any) -> dict[str, Any]:
-    """The reset info: every step-info counter (``repaired`` too with ``conflicts="repair"``) set to ``zero``."""
-    return step_info(zero, zero, zero, zero if config.conflicts == "repair" else None)
+    """The reset info: every step-info counter (``repaired`` too with ``conflicts="repair"``, ``abandoned`` with
+    ``abandon=True``) set to ``zero``."""
+    return step_info(zero, zero, zero, zero if config.conflicts == "repair" else None,
+                     zero if config.abandon else None)
 
 
 def check_scores(action: Any, shape: tuple[int, ...], name: str = "action") -> np.ndarray:
-    """``actions="scores"``: the slot scores as float64 after checking their shape, finiteness and range
-    [-1, 1] (the action space); ``ValueError`` naming ``name`` otherwise. ``shape`` may carry batch axes."""
+    """``actions="scores"``: the slot scores (and abandon scores) as float64 after checking their shape,
+    finiteness and range [-1, 1] (the action space); ``ValueError`` naming ``name`` otherwise. ``shape`` may
+    carry batch axes."""
     array = np.asarray(action)
     scores = array.astype(np.float64) if array.dtype.kind in "iuf" else None
     if scores is None or scores.shape != tuple(shape) or not np.all(np.isfinite(scores)):

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from mara_env.abandon import slot_claims
 from mara_env.config import MARAConfig
-from mara_env.dynamics import standing_picks
+from mara_env.dynamics import standing_choices
 from mara_env.engine import Engine, resolve_conflicts
 from mara_env.render import EpisodeRecord, HumanViewer, draw_gantt
 
@@ -60,8 +61,9 @@ class FrontEnd:
             occupied = self.sim.occupied
             applied, repaired = resolve_conflicts(self.config, np.asarray(picks, dtype=np.int64), occupied)
             if self.record is not None:
-                stands = standing_picks(applied, occupied)
-                self.record.add(np.where(stands, self.sim.slot_task[np.maximum(applied - 1, 0)], -1))
+                serves, _ = standing_choices(applied, occupied)
+                slots = slot_claims(applied, self.config.max_active) - 1
+                self.record.add(np.where(serves, self.sim.slot_task[np.maximum(slots, 0)], -1))
             picks = applied.tolist()
         reward, terminated, info = self.engine.step(picks, None if repaired is None else int(repaired))
         self.ended = terminated

@@ -45,20 +45,31 @@ def node_spaces(config: MARAConfig) -> dict[str, spaces.Space]:
 
 
 def gym_action_space(config: MARAConfig) -> spaces.Space:
-    """``MultiDiscrete([K + 1] * M)`` for ``actions="picks"``, ``Box(-1, 1, (K,))`` slot scores for ``"scores"``."""
-    m, k = config.num_nodes, config.max_active
-    return spaces.MultiDiscrete([k + 1] * m) if config.actions == "picks" else spaces.Box(-1.0, 1.0, (k,), np.float32)
+    """``MultiDiscrete([K + 1] * M)`` for ``actions="picks"``, ``Box(-1, 1, (K,))`` slot scores for ``"scores"``;
+    with ``abandon=True`` ``MultiDiscrete([2K + 1] * M)`` and ``Box(-1, 1, (2K,))`` (slot, then abandon scores)."""
+    choices = config.node_choices
+    if config.actions == "picks":
+        return spaces.MultiDiscrete([choices] * config.num_nodes)
+    return spaces.Box(-1.0, 1.0, (choices - 1,), np.float32)
+
+
+def node_mask(config: MARAConfig, occupied: np.ndarray) -> np.ndarray:
+    """(…, K + 1) bool ((…, 2K + 1) with ``abandon=True``): one node's legal choices before any other node has
+    chosen — idle, and serving (and abandoning) each occupied slot."""
+    occupied = np.asarray(occupied, dtype=bool)
+    parts = [np.ones(occupied.shape[:-1] + (1,), dtype=bool), occupied] + ([occupied] if config.abandon else [])
+    return np.concatenate(parts, axis=-1)
 
 
 def gym_observation_space(config: MARAConfig, history_width: int, extra: SlotFeatures | None = None) -> spaces.Space:
     """The Gymnasium env's observation space in ``config.observation``'s format, with ``extra`` slot features."""
-    m, k = config.num_nodes, config.max_active
+    m, k, choices = config.num_nodes, config.max_active, config.node_choices
     flat = flat_space(k, config.flat_history, extra=extra, nodes=m if config.node_options else 0)
     if config.observation == "flat":
         return flat
     if config.observation == "rllib":
-        return spaces.Dict({"observations": flat, "action_mask": spaces.Box(0, 1, (m * (k + 1),), np.int8)})
-    entries = {"action_mask": spaces.Box(0, 1, (m, k + 1), np.int8), **observation_spaces(k, history_width),
+        return spaces.Dict({"observations": flat, "action_mask": spaces.Box(0, 1, (m * choices,), np.int8)})
+    entries = {"action_mask": spaces.Box(0, 1, (m, choices), np.int8), **observation_spaces(k, history_width),
                **node_spaces(config)}
     if extra is not None:
         entries[extra.key] = extra_space(extra, k)
@@ -89,7 +100,11 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ``Box(-1, 1, (K,))`` of slot scores: the env serves the occupied slots with a positive score, highest
     first, at most M (a ranking, so every action is a matching; libraries with continuous actions use it); a
     NaN or a score outside [-1, 1] raises ``ValueError`` (clip a Gaussian policy's sample, as
-    Stable-Baselines3 does).
+    Stable-Baselines3 does). With ``abandon=True`` each node has 2K + 1 choices (``MultiDiscrete([2K + 1] * M)``):
+    K + j abandons slot j − 1 — the task leaves as ``abandoned`` before any batch runs and the queue refills its
+    slot in the same step; abandons claim slots as picks do, so conflicts resolve alike (a conflicting abandon
+    idles, also with ``conflicts="repair"``). The scores action is then ``Box(-1, 1, (2K,))``, K slot scores
+    followed by K abandon scores (``mara_env.abandon``, ``docs/environment.md``).
 
     ## Observation Space
     ``observation="dict"`` (default): a ``Dict``; all arrays are new on every call.
@@ -128,8 +143,10 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     task end at T). There is no truncation: every episode is finite (at most T + max B steps); wrap with
     ``gymnasium.wrappers.TimeLimit`` if you want one. At termination ``info["episode_metrics"]`` holds the
     success rate, utilisation, queue-full fraction, mean waiting tasks and mean steps to 4 observations, and
-    ``info["task_outcomes"]`` each task's outcome (``succeeded`` or ``expired``) in the episode's task order
-    (also :meth:`task_outcomes`, at any time).
+    ``info["task_outcomes"]`` each task's outcome (``succeeded``, ``expired`` or, with ``abandon=True``,
+    ``abandoned``) in the episode's task order (also :meth:`task_outcomes`, at any time). With ``abandon=True``
+    every info also counts ``abandoned`` tasks, and the episode metrics add ``abandoned``,
+    ``abandoned_feasible`` and the wasted node-steps (``mara_env.abandon.abandon_metrics``).
     A ``step`` after termination (or before the first ``reset``) raises ``RuntimeError``.
 
     ## Arguments
@@ -137,7 +154,7 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     :class:`mara_env.config.MARAConfig` (``num_nodes=7, max_active=10, arrival_prob=0.04,
     arrival_window=500, task_set="id", reward="shaped", shaping_beta=0.1, bank=None, workload=None,
     conflicts="idle", observation="dict", flat_history=16, node_speeds=None, switch_cost=0,
-    fairness_metrics=False, ...``), or ``config=MARAConfig(...)``.
+    fairness_metrics=False, abandon=False, ...``), or ``config=MARAConfig(...)``.
     ``render_mode="ansi"`` returns a text table of slots, queue and nodes; ``"rgb_array"`` a Gantt chart of
     the episode so far (nodes × time above, task windows with successes and expiries below) as an RGB
     array; ``"human"`` shows that chart in a matplotlib window after every step. ``slot_features`` (a
@@ -145,7 +162,7 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     (``MARA-Forecast-v0`` of ``mara_agents`` passes a predictor's forecast).
 
     ## Version History
-    * v0: initial release.
+    * v0: initial release; the opt-in ``abandon`` action leaves the default dynamics as they were.
     """
 
     metadata = {"render_modes": RENDER_MODES, "render_fps": RENDER_FPS}
@@ -183,12 +200,11 @@ class MARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                                   self.slot_features, values)
 
     def action_masks(self) -> np.ndarray:
-        """Flattened (M · (K + 1),) boolean mask, the format sb3-contrib's MaskablePPO expects."""
+        """Flattened (M · (K + 1),) boolean mask (M · (2K + 1) with ``abandon=True``), the format sb3-contrib's
+        MaskablePPO expects."""
         if not self.frontend.started:
             raise RuntimeError("call reset() before action_masks()")
-        occupied = self.engine.sim.occupied
-        per_node = np.concatenate([[True], occupied])
-        return np.tile(per_node, self.config.num_nodes)
+        return np.tile(node_mask(self.config, self.engine.sim.occupied), self.config.num_nodes)
 
     @property
     def episode(self) -> Episode:

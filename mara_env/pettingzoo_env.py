@@ -45,7 +45,7 @@ class _NodeSpaces:
         self.slot_features = slot_features
         self._flat: tuple[int, np.ndarray] | None = None  # (simulator state index, its flat vector)
         self._extra: tuple[int, np.ndarray] | None = None  # (simulator state index, its slot features)
-        m, k = self.config.num_nodes, self.config.max_active
+        m, k, choices = self.config.num_nodes, self.config.max_active, self.config.node_choices
         self.possible_agents = [f"node_{i}" for i in range(m)]
         self.agent_index = {agent: i for i, agent in enumerate(self.possible_agents)}
         flat = flat_space(k, self.config.flat_history, m, slot_features, m if self.config.node_options else 0)
@@ -54,14 +54,14 @@ class _NodeSpaces:
             "dict": spaces.Dict({
                 "observation": spaces.Dict({**observation_spaces(k, self.engine.sim.history_width),
                                             **node_spaces(self.config),
-                                            "picks": spaces.Box(-1, k, (m,), np.int64), **extra}),
-                "action_mask": spaces.Box(0, 1, (k + 1,), np.int8)}),
+                                            "picks": spaces.Box(-1, choices - 1, (m,), np.int64), **extra}),
+                "action_mask": spaces.Box(0, 1, (choices,), np.int8)}),
             "flat": flat,
             "rllib": spaces.Dict({"observations": flat,
-                                  "action_mask": spaces.Box(0, 1, (k + 1,), np.int8)}),
+                                  "action_mask": spaces.Box(0, 1, (choices,), np.int8)}),
         }[self.config.observation]
         self.observation_spaces = {agent: obs_space for agent in self.possible_agents}
-        self.action_spaces = {agent: spaces.Discrete(k + 1) for agent in self.possible_agents}
+        self.action_spaces = {agent: spaces.Discrete(choices) for agent in self.possible_agents}
 
     def observation_space(self, agent: str) -> spaces.Space:
         return self.observation_spaces[agent]
@@ -74,15 +74,17 @@ class _NodeSpaces:
             self.np_random, _ = seeding.np_random(seed)
 
     def _check_action(self, agent: str, action: Any) -> int:
-        """The action as an int; ``ValueError`` naming the agent for anything but an integer in [0, K]."""
+        """The action as an int; ``ValueError`` naming the agent for anything but an integer in [0, K] ([0, 2K]
+        with ``abandon=True``)."""
         k = self.config.max_active
+        highest = self.config.node_choices - 1
         value = action.item() if isinstance(action, np.ndarray) and action.size == 1 else action
         integral = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
         if isinstance(value, (float, np.floating)) and float(value).is_integer():
             integral, value = True, int(value)
-        if not integral or not 0 <= int(value) <= k:
-            raise ValueError(f"{agent}: action must be an integer in [0, {k}] (0 = idle, j = slot j-1), "
-                             f"got {action!r}")
+        if not integral or not 0 <= int(value) <= highest:
+            meaning = f"0 = idle, j = slot j-1{f', {k}+j = abandon slot j-1' if self.config.abandon else ''}"
+            raise ValueError(f"{agent}: action must be an integer in [0, {highest}] ({meaning}), got {action!r}")
         return int(value)
 
     def _agent_reward(self, team_reward: float) -> float:
@@ -91,11 +93,16 @@ class _NodeSpaces:
         return team_reward / len(self.possible_agents) if self.agent_reward == "share" else team_reward
 
     def _node_mask(self, node: int, picks: list[int]) -> np.ndarray:
-        """Idle and occupied slots, less the slots earlier nodes took this cycle (paper Eq. 2)."""
+        """Idle and occupied slots, less the slots earlier nodes took this cycle (paper Eq. 2); with
+        ``abandon=True`` a slot an earlier node picked or abandoned can be neither picked nor abandoned."""
         mask = self.engine.sim.slot_mask()
+        k = self.config.max_active
         for pick in picks[:node]:
             if pick > 0:
-                mask[pick] = 0
+                slot = pick - k if pick > k else pick
+                mask[slot] = 0
+                if self.config.abandon:
+                    mask[slot + k] = 0
         return mask
 
     def _node_observations(self, agents: list[str], picks: list[int]) -> dict[str, Any]:
@@ -157,7 +164,8 @@ class raw_env(_NodeSpaces, AECEnv):  # noqa: N801 - PettingZoo's name for the un
     ``action_mask`` removes empty slots and slots already taken by nodes 0 … i − 1 this cycle, so following
     the masks always yields a valid matching; an unmasked choice is turned into idle and counted as a
     conflict (``conflicts="idle"``) or moved to the next free slot (``conflicts="repair"``), as in the
-    Gymnasium env. The simulator advances after the last node; every node then receives the team reward
+    Gymnasium env. With ``abandon=True`` the action is ``Discrete(2K + 1)``: K + j abandons slot j − 1, legal
+    when the slot holds a task that no earlier node picked or abandoned this cycle (``mara_env.abandon``). The simulator advances after the last node; every node then receives the team reward
     (successes + shaping, see ``MARAEnv``), or 1/M of it with ``agent_reward="share"``.
 
     Observations (``observation=``): ``"dict"`` (default)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from mara_env.simulator import EXPIRED, SUCCEEDED, Simulator
+from mara_env.simulator import ABANDONED, EXPIRED, SUCCEEDED, Simulator
 
 WIDTH, HEIGHT = 640, 400
 PLOT_LEFT, PLOT_RIGHT = 56, WIDTH - 12
@@ -194,7 +194,7 @@ def _task_rows(draw: ImageDraw.ImageDraw, sim: Simulator, to_x: float) -> None:
                            fill=tuple(TASK_COLOURS[task % len(TASK_COLOURS)]))
         if sim.status[task] == SUCCEEDED:
             _success_mark(draw, x(left), middle)
-        elif sim.status[task] == EXPIRED:
+        elif sim.status[task] in (EXPIRED, ABANDONED):
             _expiry_mark(draw, x(left), middle)
 
 

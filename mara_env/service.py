@@ -16,6 +16,8 @@ Arrays are per served task (one entry per served pick), so one episode and N epi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from mara_env.features import NODE_FEATURE_INDEX as _N
@@ -93,3 +95,11 @@ def node_views(served_by: np.ndarray, setup_left: np.ndarray, occupied: np.ndarr
     per_row[rows, node, _N["last_pick"]] = slots + 1
     per_row[rows, node, _N["setup_left"]] = np.asarray(setup_left).reshape(-1, num_slots)[rows, slots]
     return nodes, slot_nodes
+
+
+def batch_allowance(budget: np.ndarray, node_speeds: Sequence[int] | None = None, switch_cost: int = 0) -> np.ndarray:
+    """The most batches each task can run in ``budget`` steps (its whole window B, or the steps left to its
+    deadline): alone on the fastest node, after one setup of ``switch_cost`` steps, max(speeds) · (B − c)
+    (B with the default options; never negative)."""
+    fastest = max(node_speeds) if node_speeds else 1
+    return fastest * np.maximum(np.asarray(budget, dtype=np.int64) - switch_cost, 0)

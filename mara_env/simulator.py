@@ -1,7 +1,8 @@
 """The simulator core: one pure-NumPy state machine behind both the Gymnasium and the PettingZoo env.
 
-Step order, fixed and tested (tests/env/test_dynamics.py):
+Step order, fixed and tested (tests/env/test_dynamics.py; phase 0 in tests/env/test_abandon.py):
 
+0. with ``abandon=True``: the tasks that standing abandon choices name leave as abandoned (they run no batch);
 1. apply the joint action: every selected task executes one batch and its new cumulative-average loss is observed;
 2. tasks with L ≤ ε succeed and leave;
 3. tasks whose deadline is reached (t + 1 ≥ d) without success expire and leave, queued ones included;
@@ -26,18 +27,22 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from curves.bank import CurveBank
+from mara_env.abandon import feasible_alone
 from mara_env.config import MARAConfig
 from mara_env.curve_table import curve_table
-from mara_env.dynamics import (ACTIVE, EXPIRED, FUTURE, QUEUED, SERVED_FEATURES, STATUS_NAMES, SUCCEEDED, TOTALS,
-                                episode_metrics, first_crossings, global_features, option_metrics, progress_table,
-                                queue_wait, remaining_time, standing_picks_one, task_outcomes)
+from mara_env.dynamics import (ABANDONED, ACTIVE, EXPIRED, FUTURE, QUEUED, SERVED_FEATURES, STATUS_NAMES, SUCCEEDED,
+                                TOTALS, episode_metrics, first_crossings, global_features, option_metrics,
+                                progress_table, queue_wait, remaining_time, standing_choices_one, standing_picks_one,
+                                task_outcomes)
 from mara_env.features import NUM_TASK_FEATURES
 from mara_env.features import TASK_FEATURE_INDEX as _F
-from mara_env.service import became_ready, history_writes, loss_window, node_views, run_batches, setup_steps
+from mara_env.service import (batch_allowance, became_ready, history_writes, loss_window, node_views, run_batches,
+                              setup_steps)
 from mara_env.shaping import potential
 from mara_env.workload import Episode
 
-__all__ = ["FUTURE", "QUEUED", "ACTIVE", "SUCCEEDED", "EXPIRED", "Simulator", "StepOutcome", "oracle_successes"]
+__all__ = ["FUTURE", "QUEUED", "ACTIVE", "SUCCEEDED", "EXPIRED", "ABANDONED", "Simulator", "StepOutcome",
+           "batch_allowance", "oracle_successes"]
 
 
 class StepOutcome(NamedTuple):
@@ -49,6 +54,7 @@ class StepOutcome(NamedTuple):
     potential_before: float
     potential_after: float
     terminated: bool
+    abandoned: int = 0
 
 
 class Simulator:
@@ -61,6 +67,7 @@ class Simulator:
         self.num_slots = config.max_active
         self.history_width = bank.max_length
         self.node_options = config.node_options
+        self.abandon = config.abandon
         self.speeds = np.array(config.speeds, dtype=np.int64)
         # Counts the states this simulator has been in: each load and each step starts a new one. What is
         # derived from a state (the observation here, the PettingZoo envs' flat vector) is keyed on it.
@@ -102,6 +109,7 @@ class Simulator:
         self.admitted_at = np.full(n, -1, dtype=np.int64)
         self.left_at = np.full(n, -1, dtype=np.int64)
         self.ready_at = np.full(n, -1, dtype=np.int64)
+        self.service = np.zeros(n, dtype=np.int64)  # node-steps that served each task (kept with abandon=True)
         self.status = np.full(n, FUTURE, dtype=np.int8)
         self.slot_task = np.full(self.num_slots, -1, dtype=np.int64)
         self.slot_deadline = np.full(self.num_slots, np.iinfo(np.int64).max, dtype=np.int64)
@@ -126,21 +134,31 @@ class Simulator:
 
     # ------------------------------------------------------------------ dynamics
     def step(self, picks: list[int]) -> StepOutcome:
-        """Advance one step.  ``picks[i]`` is node i's choice (0 idle, j → slot j−1), already range-checked.
+        """Advance one step.  ``picks[i]`` is node i's choice (0 idle, j → slot j−1, and with ``abandon=True``
+        K + j → abandon slot j−1), already range-checked.
 
         Picking an empty slot or one an earlier node already picked turns the pick into idle and counts a
-        conflict (:func:`mara_env.dynamics.standing_picks_one`); nothing else is ever repaired.
+        conflict (:func:`mara_env.dynamics.standing_picks_one`; abandons claim slots alike,
+        :func:`mara_env.dynamics.standing_choices_one`); nothing else is ever repaired. Standing abandons take
+        effect before any batch runs.
         """
-        stands = standing_picks_one(picks, self.occupied.tolist())
+        dropped: list[int] = []
+        if self.abandon:
+            stands, dropped = standing_choices_one(picks, self.occupied.tolist())
+        else:
+            stands = standing_picks_one(picks, self.occupied.tolist())
         served = [pick - 1 for pick, stand in zip(picks, stands) if stand]
-        conflicts = len(picks) - picks.count(0) - len(served)
+        conflicts = len(picks) - picks.count(0) - len(served) - len(dropped)
         self.totals["queue_full"] += self.active == self.num_slots
-        self.totals["waiting"] += self.active + len(self.queue) - len(served)
+        self.totals["waiting"] += self.active + len(self.queue) - len(served) - len(dropped)
         self.totals["busy"] += len(served)
         self.totals["steps"] += 1
         self.totals["conflicts"] += conflicts
         self.last_served = tuple(served)
 
+        if self.abandon:
+            self._abandon(np.asarray(dropped, dtype=np.int64))
+            self.service[self.slot_task[served]] += 1
         if self.node_options:
             successes = self._serve_nodes(stands, served)
         else:
@@ -152,7 +170,19 @@ class Simulator:
         self.occupied = self.slot_task >= 0
         phi_before, self.phi = self.phi, self.potential()
         self.state_index += 1
-        return StepOutcome(successes, expirations, conflicts, phi_before, self.phi, self.terminated)
+        return StepOutcome(successes, expirations, conflicts, phi_before, self.phi, self.terminated, len(dropped))
+
+    def _abandon(self, slots: np.ndarray) -> None:
+        """Phase 0 (``abandon=True``): the tasks in ``slots`` leave as abandoned before any batch runs; counts
+        those :func:`mara_env.abandon.feasible_alone` says could still have succeeded."""
+        if slots.size == 0:
+            return
+        tasks = self.slot_task[slots]
+        crossing = first_crossings(self.loss_table[tasks], self.eps[tasks])
+        feasible = feasible_alone(crossing, self.batches[tasks], self.deadline[tasks] - self.t, self.config)
+        self.totals["abandoned"] += slots.size
+        self.totals["abandoned_feasible"] += int(feasible.sum())
+        self._leave(slots, tasks, ABANDONED)
 
     def _execute(self, slots: np.ndarray) -> int:
         """Phases 1–2: one batch for each served task, then successes leave."""
@@ -274,8 +304,9 @@ class Simulator:
                 if action_mask or key != "action_mask"}
 
     def slot_mask(self) -> np.ndarray:
-        """(K + 1,) int8, new on each call: 1 for idle (index 0) and for every occupied slot, 0 for empty
-        slots; one row of the observation's ``action_mask``."""
+        """(K + 1,) int8 ((2K + 1,) with ``abandon=True``), new on each call: 1 for idle (index 0) and for every
+        occupied slot (to serve, and to abandon), 0 for empty slots; one row of the observation's
+        ``action_mask``."""
         return self._current_observation()["action_mask"][0].copy()
 
     def _current_observation(self) -> dict[str, np.ndarray]:
@@ -291,9 +322,11 @@ class Simulator:
         rows = self.feature_table[tasks, batches]
         rows[:, _F["remaining_time"]] = remaining_time(self.deadline[tasks], self.t, self.budget[tasks])
         features[occupied] = rows
-        mask = np.empty((self.num_nodes, self.num_slots + 1), dtype=np.int8)
+        mask = np.empty((self.num_nodes, self.config.node_choices), dtype=np.int8)
         mask[:, 0] = 1
-        mask[:, 1:] = occupied
+        mask[:, 1:self.num_slots + 1] = occupied
+        if self.abandon:
+            mask[:, self.num_slots + 1:] = occupied
         history_len = np.zeros(self.num_slots, dtype=np.int64)
         history_len[occupied] = batches
         budget = np.zeros(self.num_slots, dtype=np.float32)
@@ -313,12 +346,13 @@ class Simulator:
         """Per-episode metrics (:func:`mara_env.dynamics.episode_metrics`); meaningful once the episode has
         terminated."""
         metrics = episode_metrics(self.totals, self.num_nodes, self.t, self.arrival, self.left_at, self.ready_at)
-        metrics.update(option_metrics(self.config, self.totals, self.curves, self.curve_rows, self.status))
+        metrics.update(option_metrics(self.config, self.totals, self.curves, self.curve_rows, self.status,
+                                      self.service))
         return metrics
 
     def task_outcomes(self) -> tuple[str, ...]:
-        """Each task's status by name (``succeeded``, ``expired``, ``running``, ``queued`` or ``not arrived``),
-        in the episode's task order."""
+        """Each task's status by name (``succeeded``, ``expired``, ``abandoned``, ``running``, ``queued`` or
+        ``not arrived``), in the episode's task order."""
         return task_outcomes(self.status)
 
     def task_outcome(self, task: int) -> str:
@@ -351,13 +385,6 @@ class Simulator:
                          "budget": int(self.budget[task]), "left": int(self.deadline[task] - self.t),
                          "loss": float(self.loss_table[task, self.batches[task]]), "eps": float(self.eps[task])})
         return rows
-
-
-def batch_allowance(budget: np.ndarray, node_speeds: Sequence[int] | None = None, switch_cost: int = 0) -> np.ndarray:
-    """The most batches each task can run before its deadline: alone on the fastest node, after one setup of
-    ``switch_cost`` steps, max(speeds) · (B − c) (B with the default options; never negative)."""
-    fastest = max(node_speeds) if node_speeds else 1
-    return fastest * np.maximum(np.asarray(budget, dtype=np.int64) - switch_cost, 0)
 
 
 def oracle_successes(episode: Episode, bank: CurveBank, node_speeds: Sequence[int] | None = None,

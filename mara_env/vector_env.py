@@ -52,7 +52,7 @@ from mara_env.dynamics import step_info, team_reward
 from mara_env.engine import EpisodeSource, action_picks, load_sources, reset_info, resolve_conflicts
 from mara_env.features import SlotFeatures
 from mara_env.flat import format_observation
-from mara_env.gym_env import gym_action_space, gym_observation_space
+from mara_env.gym_env import gym_action_space, gym_observation_space, node_mask
 from mara_env.workload import Episode
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED)
@@ -174,7 +174,8 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         outcome = self.sim.step(picks)
         rewards = team_reward(self.config, outcome["successes"], outcome["phi_before"], outcome["phi_after"])
         terminated = outcome["terminated"] & ~restarting
-        counters = step_info(outcome["successes"], outcome["expirations"], outcome["conflicts"], repaired)
+        counters = step_info(outcome["successes"], outcome["expirations"], outcome["conflicts"], repaired,
+                             outcome.get("abandoned"))
         info = {}
         every = np.ones(self.num_envs, dtype=bool)
         for key, values in counters.items():
@@ -194,7 +195,7 @@ class MARAVectorEnv(gym.vector.VectorEnv):
         (:func:`mara_env.engine.action_picks`). Rows of restarting sub-envs (``None``: none) are ignored
         (picks set to idle, scores to 0)."""
         array = np.asarray(actions)
-        width = self.config.max_active if self.config.actions == "scores" else self.config.num_nodes
+        width = self.config.node_choices - 1 if self.config.actions == "scores" else self.config.num_nodes
         if restarting is not None and array.shape == (self.num_envs, width):
             array = np.where(restarting[:, None], np.zeros((), array.dtype), array)
         return action_picks(self.config, array, self.sim.occupied, self.num_envs, "actions")
@@ -209,11 +210,11 @@ class MARAVectorEnv(gym.vector.VectorEnv):
                                   self.slot_features, values)
 
     def action_masks(self) -> np.ndarray:
-        """(N, M · (K + 1)) bool: each sub-env's ``MARAEnv.action_masks()`` stacked (the mask of the ``flat``
-        format, for maskable policies on the native vector env)."""
+        """(N, M · (K + 1)) bool (M · (2K + 1) with ``abandon=True``): each sub-env's ``MARAEnv.action_masks()``
+        stacked (the mask of the ``flat`` format, for maskable policies on the native vector env)."""
         if not self._started:
             raise RuntimeError("call reset() before action_masks()")
-        per_node = np.concatenate([np.ones((self.num_envs, 1), dtype=bool), self.sim.occupied], axis=1)
+        per_node = node_mask(self.config, self.sim.occupied)
         return np.tile(per_node, (1, self.config.num_nodes))
 
     def _reset_info(self, rows: list[int]) -> dict[str, Any]:

@@ -116,6 +116,9 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise ValueError(f"node_speeds={self.config.node_speeds!r} and switch_cost={self.config.switch_cost!r} are "
                              "simulator options; the live env runs one real batch per served node and step, so "
                              "leave them at their defaults")
+        if self.config.abandon:
+            raise ValueError("abandon=True is a simulator option; the live env cannot stop a running job yet, so "
+                             "leave abandon=False")
         m, k = self.config.num_nodes, self.config.max_active
         self.jobs = check_jobs(jobs) if jobs is not None else None
         reference = cached_bank(str(self.settings.reference_bank or DEFAULT_BANK))

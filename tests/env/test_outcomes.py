@@ -50,7 +50,7 @@ def test_the_vector_env_publishes_the_outcomes_of_the_sub_envs_that_end(bank_dir
 
 
 def test_every_status_has_a_name():
-    assert STATUS_NAMES == ("not arrived", "queued", "running", "succeeded", "expired")
+    assert STATUS_NAMES == ("not arrived", "queued", "running", "succeeded", "expired", "abandoned")
 
 
 def test_the_global_features_are_the_named_quantities(bank_dir):

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mara_env  # noqa: F401
-from mara_env.simulator import EXPIRED, SUCCEEDED
+from mara_env.simulator import ABANDONED, EXPIRED, SUCCEEDED
 
 configs = st.fixed_dictionaries({
     "num_nodes": st.integers(1, 8),
@@ -23,11 +23,11 @@ def play(env, seed, action_seed):
     rng = np.random.default_rng(action_seed)
     obs, _ = env.reset(seed=seed)
     sim = env.unwrapped.engine.sim
-    k, m = env.unwrapped.config.max_active, env.unwrapped.config.num_nodes
+    choices, m = env.unwrapped.config.node_choices, env.unwrapped.config.num_nodes
     steps, total = [], 0.0
     while True:
         occupied_before = sim.slot_task.copy()
-        action = rng.integers(0, k + 1, size=m)
+        action = rng.integers(0, choices, size=m)
         obs, reward, terminated, truncated, info = env.step(action)
         total += reward
         steps.append((action, occupied_before, sim.last_served, obs, reward))
@@ -72,6 +72,23 @@ def test_sparse_and_shaped_share_trajectories(bank_dir, config, seed, action_see
         assert all(np.array_equal(obs_a[key], obs_b[key]) for key in obs_a)
         assert reward_b == int(reward_b)
     np.testing.assert_equal(shaped[2]["episode_metrics"], sparse[2]["episode_metrics"])  # NaN-aware
+
+
+@SETTINGS
+@given(config=configs, seed=st.integers(0, 2**16), action_seed=st.integers(0, 2**16))
+def test_with_abandon_every_task_ends_once_and_the_return_is_the_success_count(bank_dir, config, seed, action_seed):
+    env = gym.make("MARA-v0", bank=str(bank_dir), disable_env_checker=True, abandon=True, **config)
+    _, total, info = play(env, seed, action_seed)
+    sim = env.unwrapped.engine.sim
+    assert np.all(np.isin(sim.status, [SUCCEEDED, EXPIRED, ABANDONED])), "some task never ended"
+    totals = sim.totals
+    assert totals["successes"] + totals["expirations"] + totals["abandoned"] == len(sim.episode)
+    metrics = info["episode_metrics"]
+    assert abs(total - metrics["successes"]) < 1e-9
+    assert metrics["abandoned"] == np.count_nonzero(sim.status == ABANDONED)
+    assert 0 <= metrics["abandoned_feasible"] <= metrics["abandoned"]
+    # one batch per served node-step with the default node options
+    assert metrics["wasted_node_steps"] == sim.batches[sim.status != SUCCEEDED].sum()
 
 
 def test_same_seed_same_episode_actions_and_metrics(bank_dir):

@@ -13,7 +13,7 @@ from pettingzoo.test import api_test, parallel_api_test, seed_test
 import mara_env
 from curves.bank import load_bank
 from mara_env.abandon import feasible_alone
-from mara_env.bench import fifo_picks
+from benchmarks.env_bench import fifo_picks
 from mara_env.config import MARAConfig
 from mara_env.shaping import log_progress
 from mara_env.simulator import ABANDONED, EXPIRED, SUCCEEDED

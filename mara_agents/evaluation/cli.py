@@ -317,7 +317,8 @@ def _paper_experiments(args: argparse.Namespace, command: str, start: float) -> 
         print(f"INVARIANT VIOLATED: {problem}")
     elapsed = time.perf_counter() - start
     if args.readme:
-        splice_readme(args.readme, readme_results(grids, results.skipped, args.out, command, record),
+        splice_readme(args.readme, readme_results(grids, results.skipped, args.out, command, record,
+                                                    args.readme.resolve().parent),
                       f"This run: {elapsed / 60:.1f} min wall time on {machine_description()} with {settings.jobs} "
                       f"worker process(es); {results.computed} episodes computed, {results.reused} reused from "
                       f"the cache.")

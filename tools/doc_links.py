@@ -50,7 +50,7 @@ def markdown_files(root: Path) -> list[Path]:
     return [root / name for name in sorted(listed) if name and (root / name).is_file()]
 
 
-def _prose_lines(text: str) -> list[tuple[int, str]]:
+def prose_lines(text: str) -> list[tuple[int, str]]:
     """(line number, line without inline code) for each line outside fenced code blocks."""
     lines, fenced = [], False
     for number, line in enumerate(text.splitlines(), start=1):
@@ -76,7 +76,7 @@ def anchors(text: str) -> set[str]:
     explicit ``<a id=...>`` / ``<a name=...>`` anchors."""
     found: set[str] = set()
     seen: dict[str, int] = {}
-    for _, line in _prose_lines(text):
+    for _, line in prose_lines(text):
         found.update(_HTML_ANCHOR.findall(line))
         heading = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
         if heading:
@@ -104,7 +104,7 @@ def broken_links(root: Path = ROOT, files: list[Path] | None = None) -> list[Bro
     """Every relative link and image in ``files`` (default: every tracked Markdown file) that does not resolve."""
     broken = []
     for page in files if files is not None else markdown_files(root):
-        for number, line in _prose_lines(page.read_text()):
+        for number, line in prose_lines(page.read_text()):
             for target in _MARKDOWN_LINK.findall(line) + _HTML_LINK.findall(line):
                 if _EXTERNAL.match(target):
                     continue

@@ -71,3 +71,13 @@ def test_writing_the_blocks_regenerates_them_from_their_source(tmp_path):
 def test_the_citation_file_gives_the_version_pyproject_gives():
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert f'version: "{version}"' in (ROOT / "CITATION.cff").read_text().splitlines()
+
+
+def test_the_feature_reference_lists_every_feature_the_env_builds_in_order():
+    from doc_numbers import observation_features
+
+    from mara_env import features
+
+    listed = [line.split("|")[3].strip().strip("`") for line in observation_features(ROOT).splitlines()[2:]]
+    assert listed == [*features.TASK_FEATURES, *features.GLOBAL_FEATURES, *features.NODE_FEATURES,
+                      *features.SLOT_NODE_FEATURES]

@@ -146,7 +146,35 @@ def make_run_sample(root: Path) -> str:
             + "… episodes computed, … reused from the cache; results in results/ (… s)\n```\n")
 
 
-BLOCKS: dict[str, Callable[[Path], str]] = {"readme-table2": readme_table2, "make-run-sample": make_run_sample}
+def registered_allocators(root: Path) -> str:
+    """Every allocator ``make_policy`` knows, from the registry itself: name, column label, training seeds."""
+    from mara_agents.allocators.registry import POLICIES
+
+    lines = ["| name | column in the tables | training seeds |", "|---|---|---|"]
+    lines += [f"| `{name}` | {method.label} | " + (", ".join(map(str, method.seeds)) if method.seeds else "—") + " |"
+              for name, method in POLICIES.items()]
+    return "\n".join(lines) + "\n"
+
+
+_FEATURE_TUPLE = re.compile(r"^(?P<name>[A-Z_]+_FEATURES): tuple\[str, \.\.\.\] = \((?P<body>.*?)^\)", re.MULTILINE | re.DOTALL)
+_FEATURE = re.compile(r"^\s*\"(?P<feature>\w+)\",\s*#\s*(?P<meaning>.*)$", re.MULTILINE)
+
+
+def observation_features(root: Path) -> str:
+    """Every observation feature by name, in order, with its meaning, read from ``mara_env/features.py`` (the
+    tuples the env builds its arrays from, and their comments)."""
+    lines = ["| array | index | feature | meaning |", "|---|---:|---|---|"]
+    for group in _FEATURE_TUPLE.finditer((root / "mara_env" / "features.py").read_text()):
+        array = group["name"].removesuffix("_FEATURES").lower()
+        for index, feature in enumerate(_FEATURE.finditer(group["body"])):
+            meaning = feature["meaning"].replace("|", "\\|")
+            lines.append(f"| `{array}` | {index} | `{feature['feature']}` | {meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+BLOCKS: dict[str, Callable[[Path], str]] = {"readme-table2": readme_table2, "make-run-sample": make_run_sample,
+                                            "registered-allocators": registered_allocators,
+                                            "observation-features": observation_features}
 
 
 def _rewritten(root: Path, text: str) -> str:

@@ -172,9 +172,19 @@ def observation_features(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def quickstart_allocator(root: Path) -> str:
+    """The quickstart's allocator class, as ``examples/quickstart.py`` defines it."""
+    source = (root / "examples" / "quickstart.py").read_text()
+    match = re.search(r"^class NearestToTarget:\n(?:(?:    .*)?\n)*?(?=\n\S)", source, re.MULTILINE)
+    if match is None:
+        raise ValueError("examples/quickstart.py: no class NearestToTarget")
+    return "```python\n" + match.group(0).rstrip("\n") + "\n```\n"
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {"readme-table2": readme_table2, "make-run-sample": make_run_sample,
                                             "registered-allocators": registered_allocators,
-                                            "observation-features": observation_features}
+                                            "observation-features": observation_features,
+                                            "quickstart-allocator": quickstart_allocator}
 
 
 def _rewritten(root: Path, text: str) -> str:

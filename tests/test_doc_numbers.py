@@ -49,7 +49,7 @@ def test_a_wrong_number_a_missing_key_and_a_stale_block_are_named_by_file_and_li
                     "Gone: 1.0<!-- number: results/summary.json#grids/nowhere -->.\n"
                     f"```\nAn example: 9.9<!-- number: {CELL} -->\n```\n"
                     "<!-- begin numbers: make-run-sample -->\nstale\n<!-- end numbers -->\n")
-    found = [(d.path, d.line, d.problem) for d in disagreements(root, [page])]
+    found = [(d.path, d.line, d.what) for d in disagreements(root, [page])]
     assert found == [
         ("page.md", 2, f"written 8.5, the source says 5.5 ({CELL})"),
         ("page.md", 3, "results/summary.json#grids/nowhere: no 'nowhere' there "

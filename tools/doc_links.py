@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
@@ -114,12 +115,16 @@ def broken_links(root: Path = ROOT, files: list[Path] | None = None) -> list[Bro
     return broken
 
 
-def main() -> int:
-    """Print each broken link, one a line; exit 1 when there is one."""
-    problems = broken_links()
+def report(problems: Sequence[object]) -> int:
+    """Print each problem on a line of its own to stderr; the exit status: 1 when there is one, else 0."""
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0
+
+
+def main() -> int:
+    """Print each broken link, one a line; exit 1 when there is one."""
+    return report(broken_links())
 
 
 if __name__ == "__main__":

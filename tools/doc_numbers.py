@@ -24,29 +24,17 @@ import re
 import sys
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from doc_links import ROOT, markdown_files, prose_lines
+from code_standards import Finding
+from doc_links import ROOT, markdown_files, prose_lines, report
 
 SUMMARY = "results/summary.json"
 _MARKER = re.compile(r"<!-- number: (?P<source>[^#\s]+)#(?P<key>.+?) -->")
 _WRITTEN = re.compile(r"(?P<mean>[−-]?\d[\d,]*(?:\.\d+)?)(?:\s*±\s*(?P<std>\d+(?:\.\d+)?))?\s*%?\**\s*$")
 _BLOCK = re.compile(r"(<!-- begin numbers: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end numbers -->)", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Disagreement:
-    """A number or block that is not what its source says."""
-
-    path: str
-    line: int
-    problem: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.problem}"
 
 
 @lru_cache(maxsize=None)
@@ -94,7 +82,7 @@ def marker_problem(before: str, value: Any) -> str | None:
     return None
 
 
-def _marker_disagreements(root: Path, page: Path) -> list[Disagreement]:
+def _marker_disagreements(root: Path, page: Path) -> list[Finding]:
     found = []
     for number, line in prose_lines(page.read_text()):
         for match in _MARKER.finditer(line):
@@ -105,7 +93,7 @@ def _marker_disagreements(root: Path, page: Path) -> list[Disagreement]:
             except ValueError as exc:
                 problem = str(exc)
             if problem:
-                found.append(Disagreement(page.relative_to(root).as_posix(), number, f"{problem} ({where})"))
+                found.append(Finding(page.relative_to(root).as_posix(), number, f"{problem} ({where})"))
     return found
 
 
@@ -200,21 +188,21 @@ def _rewritten(root: Path, text: str) -> str:
     return _BLOCK.sub(block, text)
 
 
-def _block_disagreements(root: Path, page: Path) -> list[Disagreement]:
+def _block_disagreements(root: Path, page: Path) -> list[Finding]:
     text = page.read_text()
     try:
         regenerated = _rewritten(root, text)
     except ValueError as exc:
-        return [Disagreement(page.relative_to(root).as_posix(), 1, str(exc))]
+        return [Finding(page.relative_to(root).as_posix(), 1, str(exc))]
     if regenerated == text:
         return []
     line = next(i for i, (a, b) in enumerate(zip(text.splitlines() + [""], regenerated.splitlines() + [""]), 1)
                 if a != b)
-    return [Disagreement(page.relative_to(root).as_posix(), line,
+    return [Finding(page.relative_to(root).as_posix(), line,
                          "a numbers block differs from its source (python tools/doc_numbers.py --write)")]
 
 
-def disagreements(root: Path = ROOT, files: list[Path] | None = None) -> list[Disagreement]:
+def disagreements(root: Path = ROOT, files: list[Path] | None = None) -> list[Finding]:
     """Every marked number and generated block in ``files`` (default: every tracked Markdown file) that
     disagrees with its source."""
     _load.cache_clear()
@@ -246,10 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         for page in write_blocks():
             print(f"rewrote {page.relative_to(ROOT)}")
-    problems = disagreements()
-    for problem in problems:
-        print(problem, file=sys.stderr)
-    return 1 if problems else 0
+    return report(disagreements())
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ workload file (the same episodes for each) and prints their success rates as a M
 nothing unless ``--gantt`` names a PNG file, where it draws your allocator's first episode as a Gantt chart.
 
     python examples/quickstart.py [--task-set id] [--load 0.04] [--episodes 3] [--gantt episode.png]
+                                  [--node-speeds 1 1 1 2 2 2 4] [--switch-cost 2]
+
+``--node-speeds`` and ``--switch-cost`` play the same episodes with the node options beyond the paper (fast
+nodes, setup steps when a task changes node; docs/environment.md), which every allocator here accepts.
 
 To score the same class on every fixed workload, beside every method of the paper:
 ``python evaluate.py table2 --policy mine=examples.quickstart:NearestToTarget``.
@@ -18,6 +22,7 @@ import io
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -26,6 +31,7 @@ from PIL import Image
 from mara_agents import make_policy
 from mara_agents.play.lockstep import evaluate_workload
 from mara_common.atomic import atomic_write_bytes
+from mara_env.config import MARAConfig
 from mara_env.features import TASK_FEATURE_INDEX as F
 from mara_env.fixed_workloads import workload_path
 
@@ -52,12 +58,13 @@ class NearestToTarget:
         return picks
 
 
-def success_rates(workload: Path, episodes: list[int]) -> dict[str, float]:
-    """Mean success rate (%) of each allocator over the listed episodes of ``workload``."""
+def success_rates(workload: Path, episodes: list[int], **node_options: Any) -> dict[str, float]:
+    """Mean success rate (%) of each allocator over the listed episodes of ``workload`` (with the env's
+    ``node_options``, if any)."""
     policies = {"NearestToTarget (yours)": NearestToTarget(),
                 **{label: make_policy(name) for label, name in BASELINES.items()}}
     return {label: 100 * float(np.mean([row["success_rate"] for row in
-                                        evaluate_workload(policy, workload, episodes=episodes)]))
+                                        evaluate_workload(policy, workload, episodes=episodes, **node_options)]))
             for label, policy in policies.items()}
 
 
@@ -68,9 +75,9 @@ def table(rates: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
-def save_gantt(path: Path, workload: Path) -> None:
+def save_gantt(path: Path, workload: Path, **node_options: Any) -> None:
     """Play ``NearestToTarget`` on the workload's first episode and write its Gantt chart as a PNG."""
-    env = gym.make("MARA-v0", workload=str(workload), render_mode="rgb_array")
+    env = gym.make("MARA-v0", workload=str(workload), render_mode="rgb_array", **node_options)
     policy = NearestToTarget()
     observation, _ = env.reset(seed=0, options={"episode": 0})
     done = False
@@ -91,9 +98,20 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--episodes", type=int, choices=range(1, 13), default=3, metavar="N",
                         help="play the file's first N episodes, 1 to 12 (default 3)")
     parser.add_argument("--gantt", type=Path, metavar="PNG", help="also draw your allocator's first episode here")
+    parser.add_argument("--node-speeds", type=int, nargs="+", metavar="V",
+                        help="batches each node runs per step, one integer per node (default: 1 for every node)")
+    parser.add_argument("--switch-cost", type=int, default=0, metavar="C",
+                        help="setup steps a task spends on a node that did not serve it at the previous step")
     args = parser.parse_args(argv)
     if args.gantt is not None and args.gantt.suffix != ".png":
         parser.error(f"--gantt {args.gantt}: name a .png file")
+    args.node_options = {"switch_cost": args.switch_cost}
+    if args.node_speeds is not None:
+        args.node_options["node_speeds"] = tuple(args.node_speeds)
+    try:
+        MARAConfig(**args.node_options)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
     return args
 
 
@@ -101,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     workload = workload_path(args.task_set, args.load)
     start = time.perf_counter()
-    rates = success_rates(workload, list(range(args.episodes)))
+    rates = success_rates(workload, list(range(args.episodes)), **args.node_options)
     print(f"Success rate on the first {args.episodes} episode(s) of {workload.name} (mean over episodes):\n")
     print(table(rates))
     if args.gantt is not None:
-        save_gantt(args.gantt, workload)
+        save_gantt(args.gantt, workload, **args.node_options)
         print(f"\nGantt chart of NearestToTarget's first episode: {args.gantt}")
     print(f"\n{time.perf_counter() - start:.1f} s")
     return 0

@@ -1,6 +1,7 @@
 """examples/quickstart.py: its ten-line allocator plays legal matchings, the table it prints holds the three
 allocators' success rates on the slice it names (FIFO's checked against the harness), it draws the Gantt chart
-it is asked for, writes nothing under results/, and refuses a bad flag with one line."""
+it is asked for, with or without the node options, writes nothing under results/, and refuses a bad flag with one
+line."""
 
 from __future__ import annotations
 
@@ -44,25 +45,30 @@ def test_the_ten_line_allocator_gives_each_node_a_distinct_present_slot_or_idle(
             break
 
 
+@pytest.mark.parametrize("node_flags, node_options", [
+    ([], {}), (["--node-speeds", "1", "1", "1", "2", "2", "2", "4", "--switch-cost", "2"],
+               {"node_speeds": (1, 1, 1, 2, 2, 2, 4), "switch_cost": 2})])
 def test_the_quickstart_prints_three_success_rates_draws_the_chart_and_writes_nothing_under_results(
-        quickstart, tmp_path, capsys):
+        quickstart, tmp_path, capsys, node_flags, node_options):
     from mara_agents import make_policy
     from mara_agents.play.lockstep import evaluate_workload
     from mara_env.fixed_workloads import workload_path
 
     before, chart = _results_listing(), tmp_path / "episode.png"
-    assert quickstart.main(["--episodes", "1", "--gantt", str(chart)]) == 0
+    assert quickstart.main(["--episodes", "1", "--gantt", str(chart), *node_flags]) == 0
     rows = dict(re.findall(r"^\| ([^|]+?) \| (\d+\.\d\d) \|$", capsys.readouterr().out, re.MULTILINE))
     assert set(rows) == {"NearestToTarget (yours)", "FIFO", "FM-slack"}
     assert list(rows.values()) == sorted(rows.values(), key=float, reverse=True)
-    fifo = evaluate_workload(make_policy("fifo"), workload_path("id", 0.04), episodes=[0])
+    fifo = evaluate_workload(make_policy("fifo"), workload_path("id", 0.04), episodes=[0], **node_options)
     assert float(rows["FIFO"]) == pytest.approx(100 * fifo[0]["success_rate"], abs=0.005)
     assert Image.open(chart).size == (640, 400)
     assert _results_listing() == before
 
 
 @pytest.mark.parametrize("argv, message", [(["--episodes", "0"], "--episodes"), (["--load", "0.5"], "--load"),
-                                           (["--gantt", "x.gif"], "name a .png file")])
+                                           (["--gantt", "x.gif"], "name a .png file"),
+                                           (["--node-speeds", "1", "2"], "node_speeds must hold one speed per node"),
+                                           (["--switch-cost", "-1"], "switch_cost must be ≥ 0")])
 def test_a_bad_flag_is_refused_with_one_line_and_status_2(quickstart, capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:
         quickstart.main(argv)

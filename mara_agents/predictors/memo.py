@@ -104,7 +104,7 @@ class StepMemo:
         index = np.where(same, np.arange(len(query)), -1)
         index[changed] = np.fromiter((self._previous.get(key, -1) for key in fresh), dtype=np.int64,
                                      count=len(fresh))
-        digests = self._digests if same.any() else [b""] * len(query)
+        digests = list(self._digests) if same.any() else [b""] * len(query)
         for row, key in zip(changed.tolist(), fresh):
             digests[row] = key
         found, missing = np.flatnonzero(index >= 0), np.flatnonzero(index < 0)
@@ -115,8 +115,7 @@ class StepMemo:
             samples = np.full((len(query), self._samples.shape[1]), np.nan)
             samples[found] = self._samples[index[found]]
         if missing.size:
-            asked_remaining, asked_samples = self._ask(
-                query if missing.size == len(query) else query.subset(missing), [digests[row] for row in missing.tolist()])
+            asked_remaining, asked_samples = self._ask(query, missing, [digests[row] for row in missing.tolist()])
             remaining[missing] = asked_remaining
             if asked_samples is not None:
                 if samples is None:
@@ -124,9 +123,7 @@ class StepMemo:
                 samples[missing] = asked_samples
         self.hits += found.size
         self.misses += missing.size
-        if changed.size:
-            self._previous = {key: row for row, key in enumerate(digests)}
-        self._digests = digests
+        self._remember(digests, changed, fresh)
         self._snapshot.take(query, scalars)
         self._remaining, self._samples = remaining, samples
         return Prediction(remaining=remaining, samples=samples)
@@ -141,11 +138,23 @@ class StepMemo:
         """The key of this predictor's row digests."""
         return row_salt(self.identity)
 
-    def _ask(self, query: PredictorQuery, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray | None]:
-        """The predictor's (remaining, samples) for rows this memo does not hold: from the shared answers
-        (:mod:`~mara_agents.predictors.shared`) when the call is large enough for them to be exact and the
-        predictor passed their canary, else from one call of the predictor."""
+    def _remember(self, digests: list[bytes], changed: np.ndarray, fresh: list[bytes]) -> None:
+        """Make ``digests`` the previous call's, updating the digest → row map only where rows changed (a
+        digest held by several rows may keep pointing at one of them: their answers are the same)."""
+        if len(digests) != len(self._digests):
+            self._previous = {key: row for row, key in enumerate(digests)}
+        else:
+            for row, key in zip(changed.tolist(), fresh):
+                if self._previous.get(self._digests[row]) == row:
+                    del self._previous[self._digests[row]]
+                self._previous[key] = row
+        self._digests = digests
+
+    def _ask(self, query: PredictorQuery, rows: np.ndarray, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The predictor's (remaining, samples) for the ``rows`` of ``query`` this memo does not hold: from the
+        shared answers (:mod:`~mara_agents.predictors.shared`) when there are enough rows for them to be exact
+        and the predictor passed their canary, else from one call of the predictor."""
         if len(keys) >= MIN_INVARIANT_BATCH and SHARED.usable(self.identity, self.predictor):
-            return SHARED.answer(self.predictor, self.identity, query, keys)
-        asked = self.predictor.predict(query)
+            return SHARED.answer(self.predictor, self.identity, query, keys, rows)
+        asked = self.predictor.predict(query if rows.size == len(query) else query.subset(rows))
         return asked.remaining, asked.samples

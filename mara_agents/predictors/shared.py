@@ -168,11 +168,12 @@ class SharedAnswers:
                     self._store(keys, values)
         return self._invariant[identity]
 
-    def answer(self, predictor: Predictor, identity: bytes, query: PredictorQuery,
-               digests: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray | None]:
-        """(remaining, samples) for every row of ``query`` (at least :data:`MIN_INVARIANT_BATCH` rows; one
-        digest per row, made with :func:`row_salt`): stored answers where there are some, the others computed
-        in one batch padded to that size and stored."""
+    def answer(self, predictor: Predictor, identity: bytes, query: PredictorQuery, digests: Sequence[bytes],
+               rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """(remaining, samples) for the ``rows`` of ``query`` (default all; at least :data:`MIN_INVARIANT_BATCH`
+        of them; one digest per row, made with :func:`row_salt`): stored answers where there are some, the
+        others computed in one batch padded to that size and stored."""
+        rows = np.arange(len(query)) if rows is None else rows
         keys = as_keys(digests)
         slots = self._table.lookup_keys(keys) if self._table is not None else np.full(len(keys), -1)
         found, todo = np.flatnonzero(slots >= 0), np.flatnonzero(slots < 0)
@@ -180,7 +181,7 @@ class SharedAnswers:
         fresh = np.empty((0, 0))
         if todo.size:
             asked = np.resize(todo, max(todo.size, MIN_INVARIANT_BATCH))  # repeats rows up to the size
-            prediction = predictor.predict(query.subset(asked))
+            prediction = predictor.predict(query.subset(rows[asked]))
             fresh = np.column_stack([prediction.remaining[:todo.size],
                                      np.full((todo.size, 0), np.nan) if prediction.samples is None
                                      else prediction.samples[:todo.size]])
@@ -189,12 +190,12 @@ class SharedAnswers:
             if identity in self._files and kept.size:
                 self._keep(identity, keys[todo][kept], fresh[kept])
         width = self._width[identity]
-        rows = np.empty((len(keys), width))
+        values = np.empty((len(keys), width))
         if found.size:
-            rows[found] = known[:, :width]
+            values[found] = known[:, :width]
         if todo.size:
-            rows[todo] = fresh
-        return rows[:, 0], (rows[:, 1:] if width > 1 else None)
+            values[todo] = fresh
+        return values[:, 0], (values[:, 1:] if width > 1 else None)
 
     def _keep(self, identity: bytes, keys: np.ndarray, values: np.ndarray) -> None:
         """Queue computed rows for the predictor's files, writing a file once :data:`FLUSH_ROWS` are queued."""

@@ -190,14 +190,14 @@ def forecast_seconds(bank: str | None, num_envs: int) -> None:
 
 
 def forecast_figures(bank: str | None, num_envs: int) -> tuple[Rate, Rate] | str:
-    """The (cold, warm) rates of ``MARA-Forecast-v0`` with FM forecasts, or why they could not be measured.
+    """The (cold, warm) rates of ``MARA-Forecast-v0`` with FM forecasts, or why there are none.
 
     Each runs in a new process over the same seeds, with an answer store of its own (``MARA_FM_STORE``): the
     cold one starts from an empty store and writes the answers it computed when it ends; the warm one, like
     any later run, reads them back and computes only what is not there.
     """
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("mara_agents") is None:
-        return "not measured: needs torch and mara_agents (pip install -e .)"
+        return "not run: needs torch and mara_agents (pip install -e .)"
     where = None if bank is None else str(bank)
     code = f"from mara_env.bench import forecast_seconds; forecast_seconds({where!r}, {num_envs})"
     rates = []
@@ -206,7 +206,7 @@ def forecast_figures(bank: str | None, num_envs: int) -> tuple[Rate, Rate] | str
             child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                                    env={**os.environ, "MARA_FM_STORE": store})
             if child.returncode != 0:
-                return f"not measured: {(child.stderr.strip().splitlines() or ['the run failed'])[-1]}"
+                return "not run: " + (child.stderr.strip().splitlines() or ["the run failed"])[-1]
             rate = Rate()
             rate.wall, rate.cpu = map(float, child.stdout.split()[-2:])
             rates.append(rate)

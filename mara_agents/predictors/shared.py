@@ -130,6 +130,7 @@ class SharedAnswers:
         self._invariant: dict[bytes, bool] = {}
         self._files: dict[bytes, AnswerFiles] = {}
         self._pending: dict[bytes, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._pending_rows: dict[bytes, int] = {}
         self._width: dict[bytes, int] = {}  # values per row of each predictor: 1 + its samples per estimate
         atexit.register(self.flush)
 
@@ -199,13 +200,14 @@ class SharedAnswers:
 
     def _keep(self, identity: bytes, keys: np.ndarray, values: np.ndarray) -> None:
         """Queue computed rows for the predictor's files, writing a file once :data:`FLUSH_ROWS` are queued."""
-        pending = self._pending.setdefault(identity, [])
-        pending.append((keys, values))
-        if sum(len(part[0]) for part in pending) >= FLUSH_ROWS:
+        self._pending.setdefault(identity, []).append((keys, values))
+        self._pending_rows[identity] = self._pending_rows.get(identity, 0) + len(keys)
+        if self._pending_rows[identity] >= FLUSH_ROWS:
             self._write(identity)
 
     def _write(self, identity: bytes) -> None:
         pending = self._pending.pop(identity, [])
+        self._pending_rows.pop(identity, None)
         if pending and identity in self._files:
             self._files[identity].write(np.concatenate([part[0] for part in pending]),
                                         np.concatenate([part[1] for part in pending]))

@@ -75,12 +75,15 @@ class DigestTable:
         waiting = np.arange(len(keys))
         while waiting.size:
             at = position[waiting]
-            free = self._rows[at] == EMPTY
-            _, first = np.unique(at[free], return_index=True)
-            placed = waiting[free][first]
-            self._keys[position[placed]] = keys[placed]
-            self._rows[position[placed]] = new_rows[placed]
-            waiting = np.setdiff1d(waiting, placed, assume_unique=True)
+            free = np.flatnonzero(self._rows[at] == EMPTY)
+            if free.size:
+                order = np.argsort(at[free], kind="stable")
+                ordered = at[free][order]
+                first = free[order[np.concatenate(([True], ordered[1:] != ordered[:-1]))]]  # first per position
+                placed = waiting[first]
+                self._keys[position[placed]] = keys[placed]
+                self._rows[position[placed]] = new_rows[placed]
+                waiting = np.delete(waiting, first)
             position[waiting] = (position[waiting] + np.uint64(1)) & self._mask
         self._count += len(keys)
         return new_rows

@@ -187,7 +187,7 @@ class SharedAnswers:
                                      np.full((todo.size, 0), np.nan) if prediction.samples is None
                                      else prediction.samples[:todo.size]])
             self._width[identity] = fresh.shape[1]
-            kept = self._store(keys[todo], fresh)
+            kept = self._store(keys[todo], fresh, looked_up=True)
             if identity in self._files and kept.size:
                 self._keep(identity, keys[todo][kept], fresh[kept])
         width = self._width[identity]
@@ -212,17 +212,21 @@ class SharedAnswers:
             self._files[identity].write(np.concatenate([part[0] for part in pending]),
                                         np.concatenate([part[1] for part in pending]))
 
-    def _store(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    def _store(self, keys: np.ndarray, values: np.ndarray, looked_up: bool = False) -> np.ndarray:
         """Keep the answers of the distinct rows of ``keys`` not stored yet (a call can hold the same row more
-        than once, e.g. the empty slots at an episode's start); a store that would outgrow its capacity starts
-        again empty.  Returns the indices of the rows kept."""
+        than once, e.g. the empty slots at an episode's start; ``looked_up``: none is stored, the caller just
+        looked them up); a store that would outgrow its capacity starts again empty.  Returns the indices of
+        the rows kept."""
         if self._table is None:
             self._table = DigestTable(self.capacity)
         if not len(keys):
             return np.zeros(0, dtype=np.int64)
-        _, first = np.unique(keys, axis=0, return_index=True)
-        first = np.sort(first)
-        first = first[self._table.lookup_keys(keys[first]) < 0]
+        distinct: dict[tuple[int, int], int] = {}
+        for row, pair in enumerate(map(tuple, keys.tolist())):
+            distinct.setdefault(pair, row)
+        first = np.fromiter(distinct.values(), dtype=np.int64, count=len(distinct))
+        if not looked_up:
+            first = first[self._table.lookup_keys(keys[first]) < 0]
         if first.size > self.capacity:
             return first[:0]  # more distinct rows than the store holds at all: answered, not kept
         if len(self._table) + first.size > self.capacity:

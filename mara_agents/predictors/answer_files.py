@@ -11,8 +11,9 @@ file holds a header (format tag, row count, value width, BLAKE2b checksum of the
 digests and their float64 values.  A file whose size or checksum does not match is reported in one line on
 stderr, removed, and its rows are recomputed when asked again: a damaged file never yields an answer.
 
-**Bound.**  A folder holds at most ``capacity`` rows and :data:`MAX_FILES` files: after each write the oldest
-files are removed until both hold.  Rows written twice (two processes computing the same row) cost space but
+**Bound.**  A folder holds at most ``capacity`` rows and :data:`MAX_FILES` files, and the root at most
+:data:`MAX_FOLDERS` folders (a new checkpoint or code version makes a new one): after each write the oldest
+files, then the least recently written folders, are removed until every bound holds.  Rows written twice (two processes computing the same row) cost space but
 give the same answer, so a duplicate is never wrong.
 
 **Where.**  ``$MARA_FM_STORE`` when set (``off``: nothing is read or written), else ``$XDG_CACHE_HOME/mara/
@@ -42,6 +43,7 @@ SUFFIX = ".answers"
 MAGIC = b"MARAFMA1"
 HEADER = struct.Struct("<8sQQ32s")  # tag, rows, values per row, BLAKE2b-256 of the payload
 MAX_FILES = 256
+MAX_FOLDERS = 8
 STALE_TEMP_SECONDS = 3600  # a temporary file this old belongs to a writer that died
 
 
@@ -122,6 +124,7 @@ class AnswerFiles:
             temporary.unlink(missing_ok=True)
             return
         self.trim()
+        trim_folders(self.folder.parent, keep=self.folder)
 
     def trim(self) -> None:
         """Remove the oldest files until at most ``capacity`` rows and :data:`MAX_FILES` files are left, and
@@ -171,6 +174,18 @@ class AnswerFiles:
             path.unlink(missing_ok=True)
         except OSError:
             pass
+
+
+def trim_folders(root: Path, keep: Path) -> None:
+    """Remove the least recently written predictor folders of ``root`` beyond :data:`MAX_FOLDERS` (never
+    ``keep``, the one just written)."""
+    try:
+        folders = sorted((path for path in root.iterdir() if path.is_dir() and path != keep),
+                         key=lambda path: path.stat().st_mtime)
+    except OSError:
+        return
+    for folder in folders[:max(len(folders) + 1 - MAX_FOLDERS, 0)]:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

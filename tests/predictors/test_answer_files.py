@@ -100,6 +100,14 @@ def test_the_folder_keeps_at_most_its_capacity_and_its_file_count(tmp_path, monk
     assert len(files.files()) == 3
 
 
+def test_the_root_keeps_the_most_recently_written_predictor_folders(tmp_path, monkeypatch):
+    monkeypatch.setattr(answer_files, "MAX_FOLDERS", 3)
+    for name in "abcde":
+        AnswerFiles(tmp_path / name, 100).write(*rows(0, 2))
+    AnswerFiles(tmp_path / "b", 100).write(*rows(2, 2))  # b written again: the most recent
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["b", "d", "e"]
+
+
 def write_many(folder: str, start: int) -> None:
     files = AnswerFiles(answer_files.Path(folder), capacity=10_000)
     for first in range(start, start + 400, 20):

@@ -16,7 +16,7 @@ stored answer always comes from a batch of at least that size (padded by repeati
 :func:`canary_answers` checks the property for each predictor on a fixed query before anything is shared:
 where it fails, nothing is shared and every answer is the one the predictor would give alone.  The files of
 a predictor are named by :func:`store_identity`: its weights and sampling settings, the predictors' code,
-the torch version and the canary's answers on this machine, so answers computed by other code or kernels are
+the torch and NumPy versions and the canary's answers on this machine, so answers computed by other code or kernels are
 never read.
 
 **Bound.**  At most :data:`CAPACITY` rows in memory (a full table starts again empty) and as many per
@@ -43,14 +43,14 @@ FLUSH_ROWS = 50_000  # computed rows written to one answer file
 
 
 def predictor_identity(predictor: Predictor) -> bytes | None:
-    """A digest of what decides a neural predictor's answers (its weights and sampling settings), or None
-    for a predictor without a ``model`` (nothing is shared for it)."""
+    """A digest of what decides a neural predictor's answers (its weights, sampling settings and device), or
+    None for a predictor without a ``model`` (nothing is shared for it)."""
     model = getattr(predictor, "model", None)
     if model is None or not hasattr(model, "state_dict"):
         return None
     digest = hashlib.blake2b(digest_size=16)
     digest.update(repr((type(predictor).__qualname__, getattr(predictor, "n_samples", None),
-                        getattr(predictor, "euler_steps", None))).encode())
+                        getattr(predictor, "euler_steps", None), str(getattr(predictor, "device", None)))).encode())
     for name, tensor in model.state_dict().items():
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
@@ -98,12 +98,12 @@ def predictors_code() -> bytes:
 
 
 def store_identity(identity: bytes, canary: np.ndarray) -> str:
-    """The name of a predictor's answer files: its identity, the predictors' code, the torch version and its
-    canary answers on this machine (a fingerprint of the kernels that computed them)."""
+    """The name of a predictor's answer files: its identity, the predictors' code, the torch and NumPy
+    versions and its canary answers on this machine (a fingerprint of the kernels that computed them)."""
     import torch  # only neural predictors have an identity, and they bring torch
     digest = hashlib.blake2b(identity, digest_size=16)
     digest.update(predictors_code())
-    digest.update(torch.__version__.encode())
+    digest.update(f"{torch.__version__} {np.__version__}".encode())
     digest.update(np.ascontiguousarray(canary, dtype=np.float64).tobytes())
     return digest.hexdigest()
 

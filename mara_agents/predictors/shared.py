@@ -25,8 +25,9 @@ predictor in its files (the oldest files are removed first).
 
 from __future__ import annotations
 
-import atexit
 import hashlib
+import multiprocessing.util
+import os
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -120,7 +121,8 @@ class SharedAnswers:
     of ``capacity`` rows (remaining, then the per-sample estimates when the predictor gives them): a stored
     row costs at most about 110 bytes (up to 40 in the table, 72 for 9 float64 answers), allocated on first
     use.  A predictor's files are read when it first passes the canary; the rows it computes are written in
-    files of :data:`FLUSH_ROWS` rows, and the rest by :meth:`flush` (at exit, or when the caller is done).
+    files of :data:`FLUSH_ROWS` rows, and the rest by :meth:`flush` (when the process ends, or the caller is
+    done).
     """
 
     def __init__(self, capacity: int = CAPACITY):
@@ -132,7 +134,7 @@ class SharedAnswers:
         self._pending: dict[bytes, list[tuple[np.ndarray, np.ndarray]]] = {}
         self._pending_rows: dict[bytes, int] = {}
         self._width: dict[bytes, int] = {}  # values per row of each predictor: 1 + its samples per estimate
-        atexit.register(self.flush)
+        self._flushes_at_exit: int | None = None  # the process that will write the queued rows when it ends
 
     def __len__(self) -> int:
         """Rows held in memory."""
@@ -200,6 +202,10 @@ class SharedAnswers:
 
     def _keep(self, identity: bytes, keys: np.ndarray, values: np.ndarray) -> None:
         """Queue computed rows for the predictor's files, writing a file once :data:`FLUSH_ROWS` are queued."""
+        if self._flushes_at_exit != os.getpid():
+            # At the exit of this process, including a pool's worker (which ends without running atexit).
+            multiprocessing.util.Finalize(self, self.flush, exitpriority=0)
+            self._flushes_at_exit = os.getpid()
         self._pending.setdefault(identity, []).append((keys, values))
         self._pending_rows[identity] = self._pending_rows.get(identity, 0) + len(keys)
         if self._pending_rows[identity] >= FLUSH_ROWS:

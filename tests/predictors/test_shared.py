@@ -4,6 +4,9 @@ that pass the canary, and always the answers the predictor would give on its own
 
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
 import numpy as np
 import pytest
 import torch
@@ -79,6 +82,20 @@ def test_a_later_process_reads_the_answers_from_the_files(own_store):
     again = answers(StepMemo(later), sequence)
     assert same(first, again)
     assert later.rows_asked == 12 + 12 + 3  # only the canary's checking calls: every row came from the files
+
+
+def answer_in_a_worker(sequence: list[PredictorQuery]) -> int:
+    answers(StepMemo(RowWise()), sequence)
+    return len(SHARED)
+
+
+def test_a_pool_worker_writes_its_answers_when_it_ends(own_store):
+    sequence = queries()
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:  # as the evaluation's
+        assert pool.submit(answer_in_a_worker, sequence).result() > 0
+    later = RowWise()
+    answers(StepMemo(later), sequence)
+    assert later.rows_asked == 12 + 12 + 3  # the canary only: the worker's answers were in its files
 
 
 def test_nothing_is_written_when_the_store_is_off(own_store, monkeypatch):

@@ -16,8 +16,10 @@ Prints one line per figure:
   with the precomputed actions;
 * ``MARA-Forecast-v0`` (``mara_agents``' forecast env, found through Gymnasium's registry so that this package
   still imports nothing from ``mara_agents``) as the native vector env in the ``flat`` format with the shipped
-  FM predictor at every N, over :data:`FORECAST_STEPS` steps after :data:`FORECAST_WARMUP` untimed ones (FM
-  inference is most of its time; the line says so when ``mara_agents`` or torch is missing);
+  FM predictor at every N, over :data:`FORECAST_STEPS` steps after :data:`FORECAST_WARMUP` untimed ones, twice,
+  each in a process of its own: with an empty answer store (*cold*: FM computes every new row) and with the
+  store the first run left (*warm*: the same seeds again, as any replayed run), and the warm rate as a share of
+  the flat vector env's in this run (the line says so when ``mara_agents`` or torch is missing);
 * the ratio of the vector env at N = 64 to the single env with the same precomputed actions, in this run;
   each vector figure times at least three arrival windows of steps per sub-env (1,500 by default), so every
   sub-env plays whole episodes, resets included, as the single env does over its ``--steps``: an episode's
@@ -32,8 +34,12 @@ environment package needs nothing from the agents package.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -173,16 +179,52 @@ def vector_env(bank: str | None, num_envs: int, rule: Rule | None, steps: int, c
     return rate
 
 
-def forecast_figure(bank: str | None, num_envs: int) -> str:
-    """The rate of ``MARA-Forecast-v0`` with FM forecasts in the flat format, or why it could not run."""
-    try:
-        import torch
-    except ImportError:
-        return "skipped: needs torch and mara_agents (pip install -e .)"
+def forecast_seconds(bank: str | None, num_envs: int) -> None:
+    """Print the wall and CPU seconds of :data:`FORECAST_STEPS` steps of ``MARA-Forecast-v0`` with FM forecasts
+    in the flat format (what :func:`forecast_figures` runs in a process of its own)."""
+    import torch
     torch.set_num_threads(1)  # as the examples train: one thread per process
     rate = vector_env(bank, num_envs, None, FORECAST_STEPS, env_id=FORECAST_ID, warmup=FORECAST_WARMUP,
                       predictor="fm", observation="flat")
-    return rate.text(FORECAST_STEPS * num_envs, "env steps")
+    print(rate.wall, rate.cpu)
+
+
+def forecast_figures(bank: str | None, num_envs: int) -> tuple[Rate, Rate] | str:
+    """The (cold, warm) rates of ``MARA-Forecast-v0`` with FM forecasts, or why there are none.
+
+    Each runs in a new process over the same seeds, with an answer store of its own (``MARA_FM_STORE``): the
+    cold one starts from an empty store and writes the answers it computed when it ends; the warm one, like
+    any later run, reads them back and computes only what is not there.
+    """
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("mara_agents") is None:
+        return "not run: needs torch and mara_agents (pip install -e .)"
+    where = None if bank is None else str(bank)
+    code = f"from benchmarks.env_bench import forecast_seconds; forecast_seconds({where!r}, {num_envs})"
+    rates = []
+    with tempfile.TemporaryDirectory() as store:
+        for _ in range(2):
+            child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                                   env={**os.environ, "MARA_FM_STORE": store})
+            if child.returncode != 0:
+                return "not run: " + (child.stderr.strip().splitlines() or ["the run failed"])[-1]
+            rate = Rate()
+            rate.wall, rate.cpu = map(float, child.stdout.split()[-2:])
+            rates.append(rate)
+    return rates[0], rates[1]
+
+
+def emit_forecast(emit: Callable[[str], None], bank: str | None, num_envs: int, flat_cpu: float) -> None:
+    """The forecast env's cold and warm lines, the warm one with its share of the flat vector env's CPU rate
+    in this run (the same format, steps and picks, without forecasts)."""
+    figures = forecast_figures(bank, num_envs)
+    label = f"forecast env N={num_envs:<3}, FM, flat"
+    if isinstance(figures, str):
+        emit(f"{label}: {figures}")
+        return
+    count = FORECAST_STEPS * num_envs
+    for name, rate in zip(("cold store", "warm store"), figures):
+        emit(f"{label}, {name}: {rate.text(count, 'env steps')}")
+    emit(f"{label}, warm / flat vector env: {100 * figures[1].per_second(count)[1] / flat_cpu:5.1f} % CPU")
 
 
 def run(bank: str | None, steps: int, emit: Callable[[str], None], sizes: tuple[int, ...] = VECTOR_SIZES) -> None:
@@ -217,7 +259,9 @@ def run(bank: str | None, steps: int, emit: Callable[[str], None], sizes: tuple[
         for label, options in FORMATS:
             rate = vector_env(bank, num_envs, None, vector_steps, **options)
             emit(f"vector env N={num_envs:<3}, {label + ':':24s} {rate.text(count, 'env steps')}")
-        emit(f"forecast env N={num_envs:<3}, FM, flat, precomputed: {forecast_figure(bank, num_envs)}")
+            if options == {"observation": "flat"}:
+                flat_cpu = rate.per_second(count)[1]
+        emit_forecast(emit, bank, num_envs, flat_cpu)
     single_wall, single_cpu = fixed_single.per_second(steps)
     for label, (vector_wall, vector_cpu) in at_64.items():
         emit(f"vector env N=64 / gym env, {label}: {vector_wall / single_wall:5.1f}x wall, "

@@ -3,7 +3,9 @@
 ``NearestToTarget`` below is a whole allocator: each step it serves the started tasks whose loss is closest to
 their target, then the rest.  The script plays it, FIFO and FM-slack on the first few episodes of one fixed
 workload file (the same episodes for each) and prints their success rates as a Markdown table.  It writes
-nothing unless ``--gantt`` names a PNG file, where it draws your allocator's first episode as a Gantt chart.
+nothing under ``results/``, and no file of its own unless ``--gantt`` names a PNG file, where it draws your
+allocator's first episode as a Gantt chart (FM-slack keeps FM's answers in FM's answer store, as every FM run
+does).
 
     python examples/quickstart.py [--task-set id] [--load 0.04] [--episodes 3] [--gantt episode.png]
                                   [--node-speeds 1 1 1 2 2 2 4] [--switch-cost 2]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,3 +17,12 @@ from synthetic_bank import build_synthetic_bank  # noqa: E402
 def bank_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small synthetic bank directory in the real format."""
     return build_synthetic_bank(tmp_path_factory.mktemp("bank"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def answer_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Stored predictor answers go to a folder of the session's (and its subprocesses'), never to the user's
+    cache (mara_agents/predictors/answer_files.py)."""
+    folder = tmp_path_factory.mktemp("fm-answers")
+    os.environ["MARA_FM_STORE"] = str(folder)
+    return folder

@@ -22,7 +22,8 @@ INSTALLED = ("mara_common", "curves", "mara_env", "mara_agents")
 COMMANDS = {
     "curves/build_bank.py", "curves/calibrate.py", "curves/datasheet.py", "curves/generate.py",
     "curves/subset_bank.py", "mara_agents/live/__main__.py", "mara_agents/live/jobs/__main__.py",
-    "mara_env/fixed_workloads.py", "mara_agents/predictors/bench.py", "mara_agents/predictors/train.py",
+    "mara_env/fixed_workloads.py", "mara_agents/predictors/answer_files.py", "mara_agents/predictors/bench.py",
+    "mara_agents/predictors/train.py",
     "mara_agents/training/validation.py",
 }
 

@@ -204,7 +204,6 @@ def run_unit(unit: Unit, bank: str, num_nodes: int) -> list[dict[str, Any]]:
     try:
         if unit.method == BOUNDS:
             return bound_unit(unit.targets, bank, dict(unit.env).get("num_nodes", num_nodes), unit.env)
-        SHARED.open(tuple((target.path, target.index) for target in unit.targets))  # same episodes: shared answers
         return play_unit(unit.method, unit.seed, unit.targets, bank, unit.env)
     finally:
         release_free_heap()
@@ -350,7 +349,7 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
                 for unit in pending:
                     finish(unit, run_unit(unit, bank, num_nodes))
             finally:
-                SHARED.close()  # this process goes on to other work: stop sharing, free the answers
+                SHARED.close()  # this process goes on to other work: write the new answers, free the rest
             return
         try:
             with worker_pool(settings.jobs) as pool:

@@ -44,7 +44,10 @@ class DigestTable:
 
     def lookup(self, digests: Sequence[bytes]) -> np.ndarray:
         """Row number of each digest, or −1 where it is not in the table."""
-        keys = as_keys(digests)
+        return self.lookup_keys(as_keys(digests))
+
+    def lookup_keys(self, keys: np.ndarray) -> np.ndarray:
+        """:meth:`lookup` for digests given as an (n, 2) uint64 array (see :func:`as_keys`)."""
         found = np.full(len(keys), EMPTY, dtype=np.int64)
         position = keys[:, 0] & self._mask
         walking = np.arange(len(keys))
@@ -60,17 +63,28 @@ class DigestTable:
 
     def insert(self, digests: Sequence[bytes]) -> np.ndarray:
         """Add digests that are distinct and not in the table; returns their new row numbers."""
-        if self._count + len(digests) > self.capacity:
-            raise ValueError(f"{len(digests)} more digests would exceed the table's capacity of {self.capacity}")
-        keys = as_keys(digests)
-        mask = int(self._mask)
+        return self.insert_keys(as_keys(digests))
+
+    def insert_keys(self, keys: np.ndarray) -> np.ndarray:
+        """:meth:`insert` for an (n, 2) uint64 array, all rows placed at once: each walk step gives every free
+        position to the first key that reached it, and the others walk on."""
+        if self._count + len(keys) > self.capacity:
+            raise ValueError(f"{len(keys)} more digests would exceed the table's capacity of {self.capacity}")
         new_rows = np.arange(self._count, self._count + len(keys))
-        for key, row in zip(keys, new_rows.tolist()):
-            position = int(key[0]) & mask
-            while self._rows[position] != EMPTY:
-                position = (position + 1) & mask
-            self._keys[position] = key
-            self._rows[position] = row
+        position = keys[:, 0] & self._mask
+        waiting = np.arange(len(keys))
+        while waiting.size:
+            at = position[waiting]
+            free = np.flatnonzero(self._rows[at] == EMPTY)
+            if free.size:
+                order = np.argsort(at[free], kind="stable")
+                ordered = at[free][order]
+                first = free[order[np.concatenate(([True], ordered[1:] != ordered[:-1]))]]  # first per position
+                placed = waiting[first]
+                self._keys[position[placed]] = keys[placed]
+                self._rows[position[placed]] = new_rows[placed]
+                waiting = np.delete(waiting, first)
+            position[waiting] = (position[waiting] + np.uint64(1)) & self._mask
         self._count += len(keys)
         return new_rows
 

@@ -1,45 +1,57 @@
-"""Answers shared by every policy of one process while they play the same episodes (an exact speed-up).
+"""Predictor answers shared by every caller of a process and, through files, by every process and run (an
+exact speed-up).
 
 A predictor's answer for a task depends only on the task's row — its observed losses, recipe, ε and cap —
-and in the simulator that row is the same after s batches whichever policy served the task.  The evaluation
-plays the same episodes with every method and training seed, and the FM-driven ones ask for the same rows
-again and again: most of their rows were asked before (figures in ``docs/performance.md``, "The evaluation:
-predictor answers shared across policies").  :data:`SHARED` keeps the answers of one *scope* (the evaluation harness
-opens one per unit of work, named by its episodes), so a later unit on the same episodes reuses them.
+and in the simulator that row recurs: the same task after s batches whichever policy served it, the same
+episodes in every evaluation unit, every replayed seed of a training run or a benchmark.  :data:`SHARED`
+keeps the answers of neural predictors keyed by a digest of (predictor identity, row): in memory for the
+process, and in answer files (:mod:`~mara_agents.predictors.answer_files`) that later processes load, so a
+row is computed once per checkpoint and machine.  The forecast env, the evaluation, MAT's rollouts and the
+observation wrappers all reach it through the demand stage's memo (:mod:`~mara_agents.predictors.memo`).
 
 **Exactness.**  A batched network's answer for a row can depend on the batch it is computed in.  FM's does
-not once the batch holds :data:`MIN_INVARIANT_BATCH` rows or more (on the CPUs of ``docs/performance.md``),
-while smaller batches take other kernels and differ in the last bits.  So a call with fewer new rows is computed as it always was and
-never stored, a stored answer always comes from a batch of at least that size (padded by repeating its rows),
-and :func:`batch_invariant` checks the property for each predictor on a fixed query before the store is used:
-where it fails, nothing is shared and every answer is the one the predictor would give alone.
+not once the batch holds :data:`MIN_INVARIANT_BATCH` rows or more, while smaller batches take other kernels
+and differ in the last bits.  So a call with fewer new rows is computed as it always was and never stored, a
+stored answer always comes from a batch of at least that size (padded by repeating its rows), and
+:func:`canary_answers` checks the property for each predictor on a fixed query before anything is shared:
+where it fails, nothing is shared and every answer is the one the predictor would give alone.  The files of
+a predictor are named by :func:`store_identity`: its weights and sampling settings, the predictors' code,
+the torch and NumPy versions and the canary's answers on this machine, so answers computed by other code or kernels are
+never read.
 
-Off unless a scope is open, so training and direct use of a predictor are unaffected.
+**Bound.**  At most :data:`CAPACITY` rows in memory (a full table starts again empty) and as many per
+predictor in its files (the oldest files are removed first).
 """
 
 from __future__ import annotations
 
 import hashlib
+import multiprocessing.util
+import os
 from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 
+from mara_agents.predictors.answer_files import AnswerFiles, store_root
 from mara_agents.predictors.base import Predictor, PredictorQuery
-from mara_agents.predictors.digest_table import DIGEST_BYTES, DigestTable
+from mara_agents.predictors.digest_table import DigestTable, as_keys
 
 MIN_INVARIANT_BATCH = 3  # rows per call from which FM's answers no longer depend on the batch (checked below)
-CAPACITY = 600_000  # stored rows at most (its memory: docs/performance.md); a scope that outgrows it starts again empty
+CAPACITY = 600_000  # rows held at most, in memory (its size: docs/performance.md) and in each predictor's files
+FLUSH_ROWS = 50_000  # computed rows written to one answer file
 
 
 def predictor_identity(predictor: Predictor) -> bytes | None:
-    """A digest of what decides a neural predictor's answers (its weights and sampling settings), or None
-    for a predictor without a ``model`` (nothing is shared for it)."""
+    """A digest of what decides a neural predictor's answers (its weights, sampling settings and device), or
+    None for a predictor without a ``model`` (nothing is shared for it)."""
     model = getattr(predictor, "model", None)
     if model is None or not hasattr(model, "state_dict"):
         return None
     digest = hashlib.blake2b(digest_size=16)
     digest.update(repr((type(predictor).__qualname__, getattr(predictor, "n_samples", None),
-                        getattr(predictor, "euler_steps", None))).encode())
+                        getattr(predictor, "euler_steps", None), str(getattr(predictor, "device", None)))).encode())
     for name, tensor in model.state_dict().items():
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
@@ -59,94 +71,173 @@ def canary_query(rows: int = 12) -> PredictorQuery:
                           lr=np.full(rows, 1e-3), eps=current * 0.8, cap=np.full(rows, 200.0))
 
 
-def batch_invariant(predictor: Predictor) -> bool:
-    """Whether ``predictor`` answers each row of the canary query identically in one batch, in batches of
-    :data:`MIN_INVARIANT_BATCH` and more, and in a batch padded by repeating one row."""
+def canary_answers(predictor: Predictor) -> np.ndarray | None:
+    """The canary query's answers when ``predictor`` answers each of its rows identically in one batch, in
+    batches of :data:`MIN_INVARIANT_BATCH` and more, and in a batch padded by repeating one row; else None."""
     query = canary_query()
     whole = predictor.predict(query).remaining
     parts = [np.arange(0, 3), np.arange(3, 7), np.arange(7, 12)]
     split = np.concatenate([predictor.predict(query.subset(rows)).remaining for rows in parts])
     padded = predictor.predict(query.subset(np.array([5] * MIN_INVARIANT_BATCH))).remaining
-    return bool(np.array_equal(whole, split) and np.all(padded == whole[5]))
+    return whole if np.array_equal(whole, split) and np.all(padded == whole[5]) else None
+
+
+def batch_invariant(predictor: Predictor) -> bool:
+    """Whether ``predictor`` passes the canary (see :func:`canary_answers`)."""
+    return canary_answers(predictor) is not None
+
+
+@cache
+def predictors_code() -> bytes:
+    """A digest of the predictors' source files: answers stored by other code are never read."""
+    digest = hashlib.blake2b(digest_size=16)
+    package = Path(__file__).resolve().parent
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.digest()
+
+
+def store_identity(identity: bytes, canary: np.ndarray) -> str:
+    """The name of a predictor's answer files: its identity, the predictors' code, the torch and NumPy
+    versions and its canary answers on this machine (a fingerprint of the kernels that computed them)."""
+    import torch  # only neural predictors have an identity, and they bring torch
+    digest = hashlib.blake2b(identity, digest_size=16)
+    digest.update(predictors_code())
+    digest.update(f"{torch.__version__} {np.__version__}".encode())
+    digest.update(np.ascontiguousarray(canary, dtype=np.float64).tobytes())
+    return digest.hexdigest()
+
+
+def row_salt(identity: bytes | None) -> bytes:
+    """The BLAKE2b key a predictor's row digests are made with (rows of different predictors never meet)."""
+    return b"" if identity is None else identity[:hashlib.blake2b.MAX_KEY_SIZE]
 
 
 class SharedAnswers:
-    """The process's store of answers, keyed by a digest of (predictor identity, row key), for the open scope
-    only.
+    """The process's answers, keyed by a digest of (predictor identity, row), backed by answer files.
 
     Digests live in a :class:`~mara_agents.predictors.digest_table.DigestTable`, answers in one NumPy array
     of ``capacity`` rows (remaining, then the per-sample estimates when the predictor gives them): a stored
-    row costs at most about 110 bytes (up to 40 in the table, 72 for 9 float64 answers), and the table is only
-    allocated while a scope is open.
+    row costs at most about 110 bytes (up to 40 in the table, 72 for 9 float64 answers), allocated on first
+    use.  A predictor's files are read when it first passes the canary; the rows it computes are written in
+    files of :data:`FLUSH_ROWS` rows, and the rest by :meth:`flush` (when the process ends, or the caller is
+    done).
     """
 
     def __init__(self, capacity: int = CAPACITY):
         self.capacity = capacity
-        self.scope: object = None
-        self._table: DigestTable | None = None  # made when a scope opens, freed when it closes
+        self._table: DigestTable | None = None
         self._values = np.empty((0, 0))  # row: [remaining, samples…], NaN where a predictor gave no samples
         self._invariant: dict[bytes, bool] = {}
+        self._files: dict[bytes, AnswerFiles] = {}
+        self._pending: dict[bytes, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._pending_rows: dict[bytes, int] = {}
+        self._width: dict[bytes, int] = {}  # values per row of each predictor: 1 + its samples per estimate
+        self._flushes_at_exit: int | None = None  # the process that will write the queued rows when it ends
 
     def __len__(self) -> int:
-        """Rows stored in the open scope."""
+        """Rows held in memory."""
         return 0 if self._table is None else len(self._table)
 
-    def open(self, scope: object) -> None:
-        """Share answers among the policies played under ``scope`` (kept while the same scope is reopened)."""
-        if self._table is None:
-            self._table = DigestTable(self.capacity)
-        elif scope != self.scope:
-            self._table.clear()
-        self.scope = scope
-
     def close(self) -> None:
-        """Stop sharing and free the answers."""
+        """Write the pending rows, then free the answers (a later use reads the files again)."""
+        self.flush()
         self._table = None
         self._values = np.empty((0, 0))
-        self.scope = None
+        self._invariant.clear()
+        self._files.clear()
+        self._width.clear()
+
+    def flush(self) -> None:
+        """Write every predictor's rows computed since its last file."""
+        for identity in list(self._pending):
+            self._write(identity)
 
     def usable(self, identity: bytes | None, predictor: Predictor) -> bool:
-        """Whether answers of this predictor may be shared now: a scope is open and it passed the canary."""
-        if self.scope is None or identity is None:
+        """Whether answers of this predictor may be shared: it has an identity and passed the canary (checked,
+        and its files read, on first use)."""
+        if identity is None:
             return False
         if identity not in self._invariant:
-            self._invariant[identity] = batch_invariant(predictor)
+            canary = canary_answers(predictor)
+            self._invariant[identity] = canary is not None
+            root = store_root()
+            if canary is not None and root is not None:
+                self._files[identity] = AnswerFiles(root / store_identity(identity, canary), self.capacity)
+                keys, values = self._files[identity].load(self.capacity // 2)
+                if len(keys):
+                    self._width[identity] = values.shape[1]
+                    self._store(keys, values)
         return self._invariant[identity]
 
-    def answer(self, predictor: Predictor, identity: bytes, query: PredictorQuery,
-               keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray | None]:
-        """(remaining, samples) for every row of ``query`` (at least :data:`MIN_INVARIANT_BATCH` rows): stored
-        answers where there are some, the others computed in one batch padded to that size and stored."""
-        salt = identity[:hashlib.blake2b.MAX_KEY_SIZE]
-        digests = [hashlib.blake2b(key, digest_size=DIGEST_BYTES, key=salt).digest() for key in keys]
-        assert self._table is not None, "answer() needs an open scope (see usable())"
-        slots = self._table.lookup(digests)
+    def answer(self, predictor: Predictor, identity: bytes, query: PredictorQuery, digests: Sequence[bytes],
+               rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """(remaining, samples) for the ``rows`` of ``query`` (default all; at least :data:`MIN_INVARIANT_BATCH`
+        of them; one digest per row, made with :func:`row_salt`): stored answers where there are some, the
+        others computed in one batch padded to that size and stored."""
+        rows = np.arange(len(query)) if rows is None else rows
+        keys = as_keys(digests)
+        slots = self._table.lookup_keys(keys) if self._table is not None else np.full(len(keys), -1)
         found, todo = np.flatnonzero(slots >= 0), np.flatnonzero(slots < 0)
         known = self._values[slots[found]]  # read before storing: a full store starts again empty
-        fresh = np.empty((0, known.shape[1]))
+        fresh = np.empty((0, 0))
         if todo.size:
             asked = np.resize(todo, max(todo.size, MIN_INVARIANT_BATCH))  # repeats rows up to the size
-            prediction = predictor.predict(query.subset(asked))
+            prediction = predictor.predict(query.subset(rows[asked]))
             fresh = np.column_stack([prediction.remaining[:todo.size],
                                      np.full((todo.size, 0), np.nan) if prediction.samples is None
                                      else prediction.samples[:todo.size]])
-            self._store([digests[row] for row in todo.tolist()], fresh)
-        rows = np.full((len(digests), max(known.shape[1], fresh.shape[1], 1)), np.nan)
-        rows[found, :known.shape[1]] = known
-        rows[todo, :fresh.shape[1]] = fresh
-        samples = rows[:, 1:]
-        return rows[:, 0], (None if samples.shape[1] == 0 or np.isnan(samples).all(axis=1).any() else samples)
+            self._width[identity] = fresh.shape[1]
+            kept = self._store(keys[todo], fresh, looked_up=True)
+            if identity in self._files and kept.size:
+                self._keep(identity, keys[todo][kept], fresh[kept])
+        width = self._width[identity]
+        values = np.empty((len(keys), width))
+        if found.size:
+            values[found] = known[:, :width]
+        if todo.size:
+            values[todo] = fresh
+        return values[:, 0], (values[:, 1:] if width > 1 else None)
 
-    def _store(self, digests: list[bytes], values: np.ndarray) -> None:
-        """Keep the answers of the call's distinct rows (a call can hold the same row more than once, e.g. the
-        empty slots at an episode's start); a store that would outgrow its capacity starts again empty."""
-        first = {digest: row for row, digest in reversed(list(enumerate(digests)))}
-        if len(first) > self.capacity:
-            return  # more distinct rows than the store holds at all: answered, not kept
-        assert self._table is not None
-        if len(self._table) + len(first) > self.capacity:
+    def _keep(self, identity: bytes, keys: np.ndarray, values: np.ndarray) -> None:
+        """Queue computed rows for the predictor's files, writing a file once :data:`FLUSH_ROWS` are queued."""
+        if self._flushes_at_exit != os.getpid():
+            # At the exit of this process, including a pool's worker (which ends without running atexit).
+            multiprocessing.util.Finalize(self, self.flush, exitpriority=0)
+            self._flushes_at_exit = os.getpid()
+        self._pending.setdefault(identity, []).append((keys, values))
+        self._pending_rows[identity] = self._pending_rows.get(identity, 0) + len(keys)
+        if self._pending_rows[identity] >= FLUSH_ROWS:
+            self._write(identity)
+
+    def _write(self, identity: bytes) -> None:
+        pending = self._pending.pop(identity, [])
+        self._pending_rows.pop(identity, None)
+        if pending and identity in self._files:
+            self._files[identity].write(np.concatenate([part[0] for part in pending]),
+                                        np.concatenate([part[1] for part in pending]))
+
+    def _store(self, keys: np.ndarray, values: np.ndarray, looked_up: bool = False) -> np.ndarray:
+        """Keep the answers of the distinct rows of ``keys`` not stored yet (a call can hold the same row more
+        than once, e.g. the empty slots at an episode's start; ``looked_up``: none is stored, the caller just
+        looked them up); a store that would outgrow its capacity starts again empty.  Returns the indices of
+        the rows kept."""
+        if self._table is None:
+            self._table = DigestTable(self.capacity)
+        if not len(keys):
+            return np.zeros(0, dtype=np.int64)
+        distinct: dict[tuple[int, int], int] = {}
+        for row, pair in enumerate(map(tuple, keys.tolist())):
+            distinct.setdefault(pair, row)
+        first = np.fromiter(distinct.values(), dtype=np.int64, count=len(distinct))
+        if not looked_up:
+            first = first[self._table.lookup_keys(keys[first]) < 0]
+        if first.size > self.capacity:
+            return first[:0]  # more distinct rows than the store holds at all: answered, not kept
+        if len(self._table) + first.size > self.capacity:
             self._table.clear()
-        stored = self._table.insert(list(first))
+        stored = self._table.insert_keys(keys[first])
         width = max(values.shape[1], self._values.shape[1])
         if width > self._values.shape[1]:
             # The whole capacity at once, never grown: the operating system backs the pages only as rows are
@@ -157,7 +248,8 @@ class SharedAnswers:
             wider[:kept, :self._values.shape[1]] = self._values[:kept]
             self._values = wider
         self._values[stored] = np.nan
-        self._values[stored, :values.shape[1]] = values[np.fromiter(first.values(), dtype=np.int64, count=len(first))]
+        self._values[stored, :values.shape[1]] = values[first]
+        return first
 
 
 SHARED = SharedAnswers()

@@ -16,13 +16,14 @@ def test_bench_prints_and_writes_every_figure(bank_dir, tmp_path, capsys):
               "AEC env, random legal", "gym env, flat+repair", "AEC env, rllib", "vector env N=2  , precomputed:", "vector env N=64 , FIFO rule",
               "vector env N=64 , precomputed, copy=False",
               "vector env N=64 , flat, precomputed", "vector env N=64 , flat+repair", "vector env N=64 , rllib", "vector env N=64 , flat, node options",
-              "forecast env N=64 , FM, flat",
+              "forecast env N=64 , FM, flat, cold store", "forecast env N=64 , FM, flat, warm store",
+              "forecast env N=64 , FM, flat, warm / flat vector env",
               "vector env N=64 / gym env", "peak memory"]
     for label in labels:
         assert any(line.startswith(label) for line in lines), label
     rates = [float(value.replace(",", "")) for line in lines if "/s" in line
              for value in re.findall(r"([\d,]+) [a-z ]+/s", line)]
-    assert len(rates) == 2 * (7 + 2 * 8) and min(rates) > 0
+    assert len(rates) == 2 * (7 + 2 * 9) and min(rates) > 0
 
 
 @pytest.mark.parametrize("argv", [["--steps", "10"], ["--sizes", "0"], ["--sizes", "a,b"], ["--bank", "/no/such"]])

@@ -88,3 +88,20 @@ def test_a_predictor_without_samples_gives_none_through_the_memo():
     memo = StepMemo(WLSPredictor())
     for lengths in ([10, 20], [10, 21]):  # a miss-only call, then a call with a hit
         assert memo.predict(make_query(lengths)).samples is None
+
+
+class RowSum:
+    """A predictor whose answer is a plain function of the row, so any answer given to the wrong row shows."""
+
+    def predict(self, query: PredictorQuery) -> Prediction:
+        return Prediction(remaining=query.history.sum(axis=1) + 1000.0 * query.length + query.eps)
+
+
+def test_rows_that_move_repeat_and_come_back_always_get_their_own_answers():
+    pool = make_query([10, 11, 12, 20, 0, 0], eps=0.5)  # two empty rows: the same bytes
+    rng = np.random.default_rng(3)
+    memo = StepMemo(RowSum())
+    for _ in range(60):
+        query = pool.subset(rng.integers(0, 6, size=5))  # rows keep, swap or change their positions
+        np.testing.assert_array_equal(memo.predict(query).remaining, RowSum().predict(query).remaining)
+    assert memo.hits > 100  # most rows were remembered, not recomputed

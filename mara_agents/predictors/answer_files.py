@@ -176,11 +176,19 @@ class AnswerFiles:
             pass
 
 
+def holds_only_answers(folder: Path) -> bool:
+    """Whether every entry of ``folder`` is an answer file (or one being written): only such folders are
+    ever trimmed away, so a store pointed at a folder shared with other data never deletes that data."""
+    return all(entry.is_file() and (entry.name.endswith(SUFFIX) or entry.name.endswith(".tmp"))
+               for entry in folder.iterdir())
+
+
 def trim_folders(root: Path, keep: Path) -> None:
     """Remove the least recently written predictor folders of ``root`` beyond :data:`MAX_FOLDERS` (never
-    ``keep``, the one just written)."""
+    ``keep``, the one just written, nor a folder holding anything but answer files)."""
     try:
-        folders = sorted((path for path in root.iterdir() if path.is_dir() and path != keep),
+        folders = sorted((path for path in root.iterdir()
+                          if path.is_dir() and path != keep and holds_only_answers(path)),
                          key=lambda path: path.stat().st_mtime)
     except OSError:
         return

@@ -26,7 +26,7 @@ def rows(first: int, count: int, width: int = 3) -> tuple[np.ndarray, np.ndarray
 
 
 def test_written_rows_are_read_back(tmp_path):
-    files = AnswerFiles(tmp_path, capacity=100)
+    files = AnswerFiles(tmp_path / "predictor", capacity=100)
     for start in (0, 10):
         files.write(*rows(start, 10))
     digests, values = files.load(limit=100)
@@ -37,7 +37,7 @@ def test_written_rows_are_read_back(tmp_path):
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage"])
 def test_a_damaged_file_is_reported_in_one_line_removed_and_never_read(tmp_path, capsys, damage):
-    files = AnswerFiles(tmp_path, capacity=100)
+    files = AnswerFiles(tmp_path / "predictor", capacity=100)
     files.write(*rows(0, 10))
     files.write(*rows(10, 10))
     victim = files.files()[-1]
@@ -89,7 +89,7 @@ def test_a_truncated_store_is_rebuilt_with_the_same_answers(tmp_path, monkeypatc
 
 
 def test_the_folder_keeps_at_most_its_capacity_and_its_file_count(tmp_path, monkeypatch):
-    files = AnswerFiles(tmp_path, capacity=25)
+    files = AnswerFiles(tmp_path / "predictor", capacity=25)
     for start in range(0, 50, 10):
         files.write(*rows(start, 10))
     assert [answer_files.file_rows(path) for path in files.files()] == [10, 10]  # the two newest
@@ -108,6 +108,15 @@ def test_the_root_keeps_the_most_recently_written_predictor_folders(tmp_path, mo
     assert sorted(path.name for path in tmp_path.iterdir()) == ["b", "d", "e"]
 
 
+def test_a_folder_holding_other_data_beside_the_store_is_never_trimmed(tmp_path, monkeypatch):
+    monkeypatch.setattr(answer_files, "MAX_FOLDERS", 1)
+    (tmp_path / "bank").mkdir()
+    (tmp_path / "bank" / "manifest.json").write_text("{}")
+    for name in "ab":
+        AnswerFiles(tmp_path / name, 100).write(*rows(0, 2))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["b", "bank"]
+
+
 def write_many(folder: str, start: int) -> None:
     files = AnswerFiles(answer_files.Path(folder), capacity=10_000)
     for first in range(start, start + 400, 20):
@@ -116,18 +125,19 @@ def write_many(folder: str, start: int) -> None:
 
 def test_two_writers_at_once_leave_a_consistent_folder(tmp_path, capsys):
     context = multiprocessing.get_context("fork")
-    writers = [context.Process(target=write_many, args=(str(tmp_path), start)) for start in (0, 100)]
+    folder = tmp_path / "predictor"
+    writers = [context.Process(target=write_many, args=(str(folder), start)) for start in (0, 100)]
     for writer in writers:
         writer.start()
     for writer in writers:
         writer.join()
         assert writer.exitcode == 0
-    digests, values = AnswerFiles(tmp_path, capacity=10_000).load(10_000)
+    digests, values = AnswerFiles(folder, capacity=10_000).load(10_000)
     assert len(digests) == 800 and capsys.readouterr().err == ""  # every file whole
     number = digests[:, 1]
     expected_digests, expected_values = rows(0, 300)
     assert np.array_equal(digests, expected_digests[number]) and np.array_equal(values, expected_values[number])
-    assert not list(tmp_path.glob(".*"))  # no temporary file left behind
+    assert not list(folder.glob(".*"))  # no temporary file left behind
 
 
 def test_where_the_store_lives_and_how_to_clear_it(tmp_path, monkeypatch, capsys):

@@ -165,8 +165,9 @@ class AbandoningPolicy:
 
 def predictive_abandoning(base: PredictiveAllocator, threshold: float, samples: bool,
                           make_room: bool = False) -> AbandoningPolicy:
-    """FM-slack (``samples=True``: the share of FM's samples that fit) or LARA (the point estimate against
-    ``threshold`` × steps left) with its abandon rule; one predictor call per step for all observations."""
+    """FM-slack (``samples=True``: the share of FM's samples that fit; a task without samples is never
+    hopeless) or LARA (the point estimate against ``threshold`` × steps left) with its abandon rule; one
+    predictor call per step for all observations."""
     demand: Demand = base.demand
     estimates: dict[str, np.ndarray] = {}
 
@@ -174,8 +175,8 @@ def predictive_abandoning(base: PredictiveAllocator, threshold: float, samples: 
         remaining, drawn = demand.forecast(stack_observations(observations))
         estimates["remaining"] = remaining
         if samples:
-            if drawn is None:
-                raise ValueError("the FM-slack abandon rule needs a sampling predictor (FM)")
+            if drawn is None:  # no row has samples (every task in warm-up, or a predictor that does not sample)
+                drawn = np.full((*np.shape(remaining), 0), np.nan)
             return [fits_share_score(obs, rows, threshold) for obs, rows in zip(observations, drawn)]
         return [demand_ratio_score(*_estimated(obs, row), row.astype(np.float64), threshold)
                 for obs, row in zip(observations, remaining)]

@@ -134,8 +134,10 @@ class SharedAnswers:
         rows = np.full((len(digests), max(known.shape[1], fresh.shape[1], 1)), np.nan)
         rows[found, :known.shape[1]] = known
         rows[todo, :fresh.shape[1]] = fresh
+        # None only where no row has samples (a predictor that does not sample); a sampling predictor's rows
+        # without samples (FM's tasks in warm-up, empty slots) stay NaN rows, as the predictor alone gives them.
         samples = rows[:, 1:]
-        return rows[:, 0], (None if samples.shape[1] == 0 or np.isnan(samples).all(axis=1).any() else samples)
+        return rows[:, 0], (None if samples.shape[1] == 0 or np.isnan(samples).all() else samples)
 
     def _store(self, digests: list[bytes], values: np.ndarray) -> None:
         """Keep the answers of the call's distinct rows (a call can hold the same row more than once, e.g. the

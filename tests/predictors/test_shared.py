@@ -95,6 +95,25 @@ def test_a_predictor_whose_answers_depend_on_the_batch_is_never_shared():
     assert same(first, alone) and same(second, alone)
 
 
+class WarmUp(RowWise):
+    """A sampling predictor that, like FM, gives no samples (NaN) for a row with fewer than 20 observations."""
+
+    def predict(self, query: PredictorQuery) -> Prediction:
+        answer = super().predict(query)
+        return Prediction(answer.remaining, samples=np.where((query.length >= 20)[:, None], answer.samples, np.nan))
+
+
+def test_rows_without_samples_keep_the_other_rows_samples_when_shared():
+    sequence = queries()
+    alone = answers(StepMemo(WarmUp()), sequence)
+    SHARED.open("episodes A")
+    first, second = answers(StepMemo(WarmUp()), sequence), answers(StepMemo(WarmUp()), sequence)
+    for shared in (first, second):
+        for a, b in zip(shared, alone):
+            assert a.samples is not None and np.isnan(a.samples).any(axis=1).any() and not np.isnan(a.samples).all()
+            assert np.array_equal(a.remaining, b.remaining) and np.array_equal(a.samples, b.samples, equal_nan=True)
+
+
 def test_the_shipped_fm_gives_the_same_answers_shared_or_not():
     # Holds whether or not this machine's kernels pass the canary: where they do not, nothing is shared.
     fm, sequence = load_predictor(), queries()

@@ -12,7 +12,7 @@ Per load, a table of every method and bound: success, wasted node-steps, abandon
 tasks per episode, the share of steps with a full queue, and the fairness columns (the lowest per-family success
 rate and Jain's index over families, ``mara_env.fairness``).  The summary pairs the best method with abandoning
 against the best without (each the highest mean success in the cell) by evaluation root, in success-rate points
-and in wasted node-steps per episode, as mean ± the 95 % t half-width over roots
+and in wasted node-steps per episode, as mean ± the t half-width at level 0.95 over roots
 (:func:`~mara_agents.evaluation.stats.half_width`); a second table pairs each allocator with its own base.
 
 Written to ``abandon.csv`` (one row per method and episode), ``abandon.md`` and ``abandon.json`` (the grids, and
@@ -69,7 +69,7 @@ def is_abandoning(method: str) -> bool:
 @dataclasses.dataclass
 class Paired:
     """``first`` − ``second`` of one metric, paired by evaluation root: the per-root values, their mean and the
-    95 % t half-width."""
+    t half-width at level 0.95."""
 
     first: str
     second: str
@@ -132,7 +132,7 @@ def summary(rows: list[dict[str, Any]], methods: Sequence[str],
     cols = ["best without", "without (%)", "best with", "with (%)", "with − without (points)",
             "wasted without", "wasted with", "wasted, with − without", "Clairvoyant − with (points)"]
     grid = Grid("abandon", "Best allocator with abandoning minus the best without, paired by evaluation root: mean "
-                "± 95 % t half-width over roots", "Load", [], cols,
+                "± t half-width (level 0.95) over roots", "Load", [], cols,
                 decimals={"wasted without": 0, "wasted with": 0},
                 note="The best of each kind is the one with the highest mean success at the load (chosen on these "
                      "test episodes). Success in % and wasted node-steps per episode: mean ± sample std over roots.")
@@ -175,7 +175,7 @@ def own_base(rows: list[dict[str, Any]], methods: Sequence[str], loads: Sequence
     pairs = [(m, m.removesuffix("+abandon")) for m in methods if is_abandoning(m) and m.removesuffix("+abandon")
              in methods]
     grid = Grid("abandon_own_base", "Each allocator with its abandon rule minus the same allocator without, paired "
-                "by evaluation root: success-rate points, mean ± 95 % t half-width over roots", "Load",
+                "by evaluation root: success-rate points, mean ± t half-width (level 0.95) over roots", "Load",
                 [f"p = {load:.2f}" for load in loads], [f"{label_of(m)} − {label_of(b)}" for m, b in pairs])
     for load, row in zip(loads, grid.rows):
         for (method, base), col in zip(pairs, grid.cols):

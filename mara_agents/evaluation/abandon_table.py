@@ -42,6 +42,7 @@ from mara_env.fairness import JAIN_KEY, MIN_KEY
 
 WITHOUT = ("fifo", "edf", "lara", "slack-fm")
 WITH = ("edf+abandon", "lara+abandon", "slack-fm+abandon")
+METHODS = (*WITHOUT, *WITH)  # what the experiment plays unless --methods names others
 TASK_SET = "id"
 ENV = (("abandon", True), ("fairness_metrics", True))
 ACCEPTANCE_LOADS = (0.04, 0.07)  # the loads the issue's acceptance figures are stated at
@@ -202,7 +203,7 @@ def write_abandon(out: Path, rows: list[dict[str, Any]], grids: dict[str, Grid],
     return text
 
 
-def run_abandon(base: Settings, loads: Sequence[float], methods: Sequence[str] = (*WITHOUT, *WITH),
+def run_abandon(base: Settings, loads: Sequence[float], methods: Sequence[str] = METHODS,
                 ) -> tuple[list[dict[str, Any]], dict[str, Grid], dict[str, Any], list[str]]:
     """Play every method at every load and build the tables: (rows, grids, paired numbers, not-played lines)."""
     rows, notes = play(base, methods, loads)

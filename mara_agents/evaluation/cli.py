@@ -24,6 +24,7 @@ from curves.bank import DEFAULT_BANK, BankError
 from mara_agents.allocators.registry import POLICIES
 from mara_agents.play.checkpoints import CheckpointError, portable_path
 from mara_agents.evaluation.abandon_table import ACCEPTANCE_LOADS, is_abandoning, run_abandon, write_abandon
+from mara_agents.evaluation.abandon_table import METHODS as ABANDON_METHODS
 from mara_agents.evaluation.abandon_table import FILES as ABANDON_FILES
 from mara_agents.evaluation.cache import CacheError, ResultCache
 from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
@@ -137,7 +138,8 @@ def _parser() -> argparse.ArgumentParser:
                              f"{', '.join(OPTIONAL_EXPERIMENTS)} (only when named)")
     parser.add_argument("--methods", nargs="+", metavar="NAME", type=method_name,
                         help="methods for Tables 2–4 and Figure 4 instead of the paper's (registered names or "
-                             "package.module:Factory), and for extensions instead of every hand-written allocator; "
+                             "package.module:Factory), for extensions instead of every hand-written allocator and for "
+                             "abandon instead of every hand-written one with and without abandoning; "
                              "Table 5 always compares mara with mara-sparse")
     parser.add_argument("--policy", action="append", default=[], metavar="[NAME=]MODULE:FACTORY[:K=V,...]",
                         type=user_policy,
@@ -321,8 +323,7 @@ def _abandon(args: argparse.Namespace, command: str, start: float) -> int:
     settings = Settings(args.bank, args.workloads, args.roots, args.episodes, None, args.jobs,
                         args.cache or args.out / "cache.sqlite", progress=not args.no_progress, ray=args.ray)
     loads = tuple(sorted(args.loads))
-    rows, grids, numbers, notes = (run_abandon(settings, loads, args.methods) if args.methods
-                                   else run_abandon(settings, loads))
+    rows, grids, numbers, notes = run_abandon(settings, loads, args.methods or ABANDON_METHODS)
     record = {"roots": args.roots, "episodes": args.episodes, "loads": list(loads),
               "bank": portable_path(args.bank), "workloads": portable_path(args.workloads)}
     write_abandon(args.out, rows, grids, numbers, notes, command, record)

@@ -18,7 +18,7 @@ evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POL
 | ``mat-il-ens``  | three MATs decoded as one (ours) | FM | ``mat_il_ens_member{K}.pt``, K = 3·seed … 3·seed + 2 |
 | ``fifo``, ``edf`` | naive   | —         | —                                                         |
 | ``random``      | uniform matching | —  | —                                                         |
-| ``slack-fm+abandon``, ``lara+abandon``, ``edf+abandon`` | FM-slack, LARA, EDF with an abandon rule (``abandon``) | FM, WLS, — | ``MARA-v0`` with ``abandon=True`` |
+| ``slack-fm+abandon``, ``lara+abandon``, ``edf+abandon`` | + abandon rule | FM, WLS, — | ``abandon=True`` |
 | ``maskable-ppo`` | sb3-contrib MaskablePPO (third-party) | — | sb3-contrib + ``mara_agents/checkpoints/third_party/maskable_ppo_seed{seed}.zip`` |
 | ``maskable-ppo-fm`` | sb3-contrib MaskablePPO on ``MARA-Forecast-v0`` | FM | sb3-contrib + ``third_party/forecast/maskable_ppo_seed{seed}.zip`` |
 | ``cleanrl-ppo-fm`` | CleanRL-style PPO on ``MARA-Forecast-v0`` | FM | ``third_party/forecast/cleanrl_ppo_seed{seed}_policy.pt2`` |

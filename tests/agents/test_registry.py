@@ -110,7 +110,7 @@ def test_an_env_without_the_abandon_action_refuses_an_abandoning_allocator_by_na
     from mara_agents.allocators.registry import refuse_abandoning
     refuse_abandoning("edf", "the live env")  # a method that never abandons passes
     with pytest.raises(ValueError, match=r"'lara\+abandon' abandons tasks, which needs MARA-v0 with abandon=True; "
-                                         r"the live env has no abandon action: choose one of cleanrl-ppo-fm, edf, fifo, lara, "):
+                                         r"the live env has no abandon action: choose one of cleanrl-ppo-fm, edf, "):
         refuse_abandoning("lara+abandon", "the live env")
 
 

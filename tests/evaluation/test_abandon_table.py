@@ -72,7 +72,8 @@ def test_the_summary_pairs_the_best_with_abandoning_against_the_best_without_by_
 @pytest.mark.parametrize("argv, message", [
     (["table2", "--methods", "edf", "edf+abandon"], "--methods edf+abandon: it abandons tasks"),
     (["--methods", "slack-fm+abandon"], "--methods slack-fm+abandon: it abandons tasks"),
-    (["abandon", "--policy", "mine=eval_toy_policy:ToyPolicy"], "the abandon experiment plays registered allocators only"),
+    (["abandon", "--policy", "mine=eval_toy_policy:ToyPolicy"],
+     "the abandon experiment plays registered allocators only"),
 ])
 def test_an_abandoning_allocator_is_refused_outside_the_abandon_experiment(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as stop:

@@ -24,8 +24,8 @@ The three rules, each from the estimate its allocator already has:
   the rule errs on the side of keeping a task.
 
 The thresholds are chosen on ``val`` workloads under the rule written in ``docs/abandon_rules.md`` before the
-runs; the registry builds each with its chosen value.  None of these methods is in the default evaluation, and
-the base allocators are unchanged.
+runs; the registry builds each with its chosen value.  None of these methods is in the default evaluation
+(``evaluate.py abandon`` plays them), and the base allocators are unchanged.
 """
 
 from __future__ import annotations
@@ -126,15 +126,19 @@ def with_abandons(action: np.ndarray, slots: np.ndarray, num_slots: int) -> np.n
 
 class AbandoningPolicy:
     """A base allocator plus an abandon rule (module docstring): ``decide`` gives the base allocator's joint
-    action on the observation without the hopeless tasks, and ``score`` says which are hopeless."""
+    action on the observation without the hopeless tasks, and ``score`` says which are hopeless.  ``base`` and
+    ``threshold`` are kept as attributes too, so that the evaluation's cache key (which hashes a policy's
+    attributes, not its closures) changes with the base allocator's predictor and with the threshold."""
 
     def __init__(self, decide: Callable[[list[dict[str, np.ndarray]]], np.ndarray],
                  score: Callable[[list[dict[str, np.ndarray]]], list[np.ndarray]], reset: Callable[[], None],
-                 make_room: bool = False):
+                 make_room: bool = False, base: object = None, threshold: float | None = None):
         self._decide = decide
         self._score = score
         self._reset = reset
         self.make_room = make_room
+        self.base = base
+        self.threshold = threshold
 
     def reset(self) -> None:
         self._reset()
@@ -161,8 +165,9 @@ class AbandoningPolicy:
 
 def predictive_abandoning(base: PredictiveAllocator, threshold: float, samples: bool,
                           make_room: bool = False) -> AbandoningPolicy:
-    """FM-slack (``samples=True``: the share of FM's samples that fit) or LARA (the point estimate against
-    ``threshold`` × steps left) with its abandon rule; one predictor call per step for all observations."""
+    """FM-slack (``samples=True``: the share of FM's samples that fit; a task without samples is never
+    hopeless) or LARA (the point estimate against ``threshold`` × steps left) with its abandon rule; one
+    predictor call per step for all observations."""
     demand: Demand = base.demand
     estimates: dict[str, np.ndarray] = {}
 
@@ -170,8 +175,8 @@ def predictive_abandoning(base: PredictiveAllocator, threshold: float, samples: 
         remaining, drawn = demand.forecast(stack_observations(observations))
         estimates["remaining"] = remaining
         if samples:
-            if drawn is None:
-                raise ValueError("the FM-slack abandon rule needs a sampling predictor (FM)")
+            if drawn is None:  # no row has samples (every task in warm-up, or a predictor that does not sample)
+                drawn = np.full((*np.shape(remaining), 0), np.nan)
             return [fits_share_score(obs, rows, threshold) for obs, rows in zip(observations, drawn)]
         return [demand_ratio_score(*_estimated(obs, row), row.astype(np.float64), threshold)
                 for obs, row in zip(observations, remaining)]
@@ -179,7 +184,7 @@ def predictive_abandoning(base: PredictiveAllocator, threshold: float, samples: 
     def decide(views: list[dict[str, np.ndarray]]) -> np.ndarray:
         return np.stack([base.decide(view, row) for view, row in zip(views, estimates["remaining"])])
 
-    return AbandoningPolicy(decide, score, base.reset, make_room)
+    return AbandoningPolicy(decide, score, base.reset, make_room, base, threshold)
 
 
 def edf_abandoning(threshold: float, make_room: bool = False) -> AbandoningPolicy:
@@ -193,7 +198,7 @@ def edf_abandoning(threshold: float, make_room: bool = False) -> AbandoningPolic
     def decide(views: list[dict[str, np.ndarray]]) -> np.ndarray:
         return np.stack([base.act(view) for view in views])
 
-    return AbandoningPolicy(decide, score, base.reset, make_room)
+    return AbandoningPolicy(decide, score, base.reset, make_room, base, threshold)
 
 
 # name → (base allocator, predictor, the candidate thresholds of docs/abandon_rules.md, the threshold and the
@@ -203,9 +208,9 @@ ABANDONING = {
     "lara+abandon": ("lara", "wls", (2.0, 1.5, 1.0), 2.0, True),
     "edf+abandon": ("edf", None, (2.0, 1.5, 1.0), 2.0, True),
 }
-"""The abandoning allocators by name. Candidates are listed most conservative first (abandoning least). They
-are kept apart from :data:`mara_agents.allocators.registry.POLICIES` until the evaluation plays them with
-``abandon=True``: every registered method must play the default env and the live one."""
+"""The abandoning allocators by name. Candidates are listed most conservative first (abandoning least). Each is
+registered in :data:`mara_agents.allocators.registry.POLICIES` with ``abandon=True``, which keeps it out of the
+envs without the abandon action (the default evaluation, the live env)."""
 
 
 def make_abandoning_policy(name: str, threshold: float | None = None, make_room: bool | None = None,

@@ -18,12 +18,15 @@ evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POL
 | ``mat-il-ens``  | three MATs decoded as one (ours) | FM | ``mat_il_ens_member{K}.pt``, K = 3·seed … 3·seed + 2 |
 | ``fifo``, ``edf`` | naive   | —         | —                                                         |
 | ``random``      | uniform matching | —  | —                                                         |
+| ``slack-fm+abandon``, ``lara+abandon``, ``edf+abandon`` | + abandon rule | FM, WLS, — | ``abandon=True`` |
 | ``maskable-ppo`` | sb3-contrib MaskablePPO (third-party) | — | sb3-contrib + ``mara_agents/checkpoints/third_party/maskable_ppo_seed{seed}.zip`` |
 | ``maskable-ppo-fm`` | sb3-contrib MaskablePPO on ``MARA-Forecast-v0`` | FM | sb3-contrib + ``third_party/forecast/maskable_ppo_seed{seed}.zip`` |
 | ``cleanrl-ppo-fm`` | CleanRL-style PPO on ``MARA-Forecast-v0`` | FM | ``third_party/forecast/cleanrl_ppo_seed{seed}_policy.pt2`` |
 
 MAT policies decode greedily unless ``sample=True`` (``mat-il-ens`` decodes greedily only).  Building a policy never
-imports training code.
+imports training code.  A method whose :attr:`Method.abandon` is set plays only ``MARA-v0`` with ``abandon=True``
+(2K + 1 choices per node): ``evaluate.py abandon`` plays it there, and the default evaluation and the live env,
+which have no abandon action, refuse it (:func:`refuse_abandoning`).
 """
 
 from __future__ import annotations
@@ -48,12 +51,14 @@ ENSEMBLE_SIZE = 3  # members per training seed of an ensemble method
 @dataclass(frozen=True)
 class Method:
     """A registered allocator: its table label, its factory and the seeds the evaluation plays it with
-    (MAT training seeds, or the random policy's seed; None: the method has no seed)."""
+    (MAT training seeds, or the random policy's seed; None: the method has no seed); ``abandon``: it gives up
+    tasks, so it needs ``MARA-v0`` with ``abandon=True``."""
 
     name: str
     label: str
     factory: Callable[..., Policy]
     seeds: tuple[int, ...] | None = None
+    abandon: bool = False
 
 
 def mat_checkpoint(name: str, seed: int = 0) -> Path:
@@ -106,6 +111,17 @@ def _predictive(allocator: str, predictor: str) -> Callable[..., Policy]:
     return build
 
 
+def _abandoning(name: str) -> Callable[..., Policy]:
+    def build(threshold: float | None = None, make_room: bool | None = None, fm_checkpoint: str = "",
+              device: str = "cpu", verify: bool = True) -> Policy:
+        """The base allocator with its abandon rule, at the threshold and make_room setting chosen on val unless
+        given (``mara_agents.allocators.abandon``)."""
+        from mara_agents.allocators.abandon import make_abandoning_policy
+        return make_abandoning_policy(name, threshold, make_room, fm_checkpoint, device, verify)
+    build.__name__ = f"make_{name.replace('-', '_').replace('+', '_')}"
+    return build
+
+
 POLICIES: dict[str, Method] = {method.name: method for method in (
     Method("mara", "MARA", _mat("mara"), TRAINING_SEEDS),
     Method("mara-wls", "MARA-WLS", _mat("mara-wls"), TRAINING_SEEDS),
@@ -117,6 +133,10 @@ POLICIES: dict[str, Method] = {method.name: method for method in (
     Method("mat-il-ens", "MAT-IL ensemble (ours)", _mat_ensemble("mat-il-ens"), TRAINING_SEEDS),
     Method("fifo", "FIFO", FIFOPolicy),
     Method("edf", "EDF", EDFPolicy),
+    # stop what cannot finish: each needs MARA-v0 with abandon=True (docs/abandon_rules.md)
+    Method("slack-fm+abandon", "FM-slack + abandon", _abandoning("slack-fm+abandon"), abandon=True),
+    Method("lara+abandon", "LARA + abandon", _abandoning("lara+abandon"), abandon=True),
+    Method("edf+abandon", "EDF + abandon", _abandoning("edf+abandon"), abandon=True),
     Method("mara-sparse", "MARA w/ sparse reward", _mat("mara-sparse"), TRAINING_SEEDS),
     Method("random", "Random", RandomPolicy, (0,)),  # seeded, so that reruns match
     # trained by sb3-contrib, not by this project; seeds: those of the shipped checkpoints
@@ -145,6 +165,7 @@ ARGUMENT_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "fm_checkpoint": lambda name, value: value == "" or checks.path(name, value),
     "device": checks.torch_device,
     "sample": checks.boolean,
+    "make_room": checks.boolean,
     "verify": checks.boolean,
 }
 
@@ -164,3 +185,12 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
         if value is not None and key in ARGUMENT_CHECKS:
             ARGUMENT_CHECKS[key](key, value)
     return POLICIES[name].factory(**kwargs)
+
+
+def refuse_abandoning(name: str, where: str) -> None:
+    """``ValueError`` if the registered method ``name`` abandons tasks (:attr:`Method.abandon`): ``where`` (an env
+    without the abandon action) cannot carry that out."""
+    if name in POLICIES and POLICIES[name].abandon:
+        plain = ", ".join(sorted(n for n, method in POLICIES.items() if not method.abandon))
+        raise ValueError(f"{name!r} abandons tasks, which needs MARA-v0 with abandon=True; {where} has no abandon "
+                         f"action: choose one of {plain}")

@@ -23,6 +23,9 @@ from mara_common import checks
 from curves.bank import DEFAULT_BANK, BankError
 from mara_agents.allocators.registry import POLICIES
 from mara_agents.play.checkpoints import CheckpointError, portable_path
+from mara_agents.evaluation.abandon_table import ACCEPTANCE_LOADS, is_abandoning, run_abandon, write_abandon
+from mara_agents.evaluation.abandon_table import METHODS as ABANDON_METHODS
+from mara_agents.evaluation.abandon_table import FILES as ABANDON_FILES
 from mara_agents.evaluation.cache import CacheError, ResultCache
 from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
 from mara_agents.evaluation.extension_settings import SHIPPED, check_checkpoints, load_settings
@@ -45,9 +48,9 @@ from mara_env.fixed_workloads import EPISODES_PER_ROOT, EVAL_LOADS, EVAL_TASK_SE
 from mara_env.workload import WorkloadError
 
 EXPERIMENTS = ("table1", "table2", "table3", "fig4", "table4", "table5", "families", "clairvoyant", "compare")
-# Run only when named: the settings beyond the paper replay every hand-written allocator in each setting, under
-# options no other experiment plays (so nothing is shared with the paper's tables), too slow for every run.
-OPTIONAL_EXPERIMENTS = ("extensions",)
+# Run only when named: the settings beyond the paper and the abandon action replay every hand-written allocator
+# under options no other experiment plays (so nothing is shared with the paper's tables), too slow for every run.
+OPTIONAL_EXPERIMENTS = ("extensions", "abandon")
 QUICK = {"roots": 2, "episodes": 1, "loads": (0.04, 0.07), "seeds": 1}
 USAGE_EXAMPLES = """
 experiments (default: all):
@@ -57,6 +60,8 @@ experiments (default: all):
   families     success by task family at p = 0.04                clairvoyant  bounds per workload
   compare      paper vs ours, cell by cell
   extensions   node speeds and switching costs (docs/extensions.md), p = 0.04 and 0.07; only when named
+  abandon      every hand-written allocator with and without abandoning (docs/abandon_rules.md), ID test
+               workloads, p = 0.04 … 0.07; only when named
 
 examples:
   python evaluate.py                                    # everything, shipped checkpoints and workloads
@@ -102,7 +107,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = _parser()
     args = parser.parse_args(argv)
     _check_flags(parser, args)
-    full = _is_full_default(args) or _is_full_extensions(args)
+    full = _is_full_default(args) or _is_full_extensions(args) or _is_full_abandon(args)
     quick = QUICK if args.quick else {}
     defaults = {"roots": quick.get("roots", ROOTS), "episodes": quick.get("episodes", EPISODES_PER_ROOT),
                 "loads": quick.get("loads", EVAL_LOADS), "seeds": quick.get("seeds")}
@@ -133,7 +138,8 @@ def _parser() -> argparse.ArgumentParser:
                              f"{', '.join(OPTIONAL_EXPERIMENTS)} (only when named)")
     parser.add_argument("--methods", nargs="+", metavar="NAME", type=method_name,
                         help="methods for Tables 2–4 and Figure 4 instead of the paper's (registered names or "
-                             "package.module:Factory), and for extensions instead of every hand-written allocator; "
+                             "package.module:Factory), for extensions instead of every hand-written allocator and for "
+                             "abandon instead of every hand-written one with and without abandoning; "
                              "Table 5 always compares mara with mara-sparse")
     parser.add_argument("--policy", action="append", default=[], metavar="[NAME=]MODULE:FACTORY[:K=V,...]",
                         type=user_policy,
@@ -197,6 +203,7 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         _check_seeds(parser, args.seeds, args.methods)
     if args.readme is not None and not args.readme.is_file():
         parser.error(f"--readme {args.readme}: no such file (name the README whose Results section to replace)")
+    _check_abandon_flags(parser, args)
     if "extensions" in args.experiments:
         if args.loads and not set(args.loads) & set(EXTENSION_LOADS):
             parser.error(f"--loads {' '.join(map(str, args.loads))}: the extensions experiment reports p = "
@@ -205,6 +212,22 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             check_checkpoints(load_settings(args.settings), str(args.settings))
         except ValueError as exc:
             parser.error(f"--settings: {exc}")
+
+
+def _check_abandon_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """An allocator that abandons tasks plays only in the abandon experiment (the others' env has no abandon
+    action), and the abandon experiment plays registered allocators only and splices no README section."""
+    abandoning = [m for m in args.methods or () if is_abandoning(m)]
+    if abandoning and args.experiments != ["abandon"]:
+        parser.error(f"--methods {abandoning[0]}: it abandons tasks (MARA-v0 with abandon=True), which only the "
+                     "abandon experiment plays; run `evaluate.py abandon` alone")
+    if "abandon" not in args.experiments:
+        return
+    users = [m for m in args.methods or () if is_import_path(m)] + args.policy
+    if users:
+        parser.error(f"{users[0]}: the abandon experiment plays registered allocators only")
+    if args.readme is not None and args.experiments == ["abandon"]:
+        parser.error("--readme: the abandon experiment writes results/abandon.md and splices no README section")
 
 
 def _check_seeds(parser: argparse.ArgumentParser, seeds: int, methods: Sequence[str] | None) -> None:
@@ -239,6 +262,16 @@ def _is_full_extensions(args: argparse.Namespace) -> bool:
             and Path(args.workloads).resolve() == Path(WORKLOAD_DIR).resolve())
 
 
+def _is_full_abandon(args: argparse.Namespace) -> bool:
+    """Whether the run is the abandon experiment alone with every allocator, root and episode, at least at the
+    acceptance loads, on the shipped inputs: such a run writes its own files (and only those) under results/."""
+    return (args.experiments == ["abandon"] and not args.methods and not args.policy and not args.quick
+            and (args.loads is None or set(ACCEPTANCE_LOADS) <= set(args.loads))
+            and args.roots in (None, ROOTS) and args.episodes in (None, EPISODES_PER_ROOT)
+            and Path(args.bank).resolve() == Path(DEFAULT_BANK).resolve()
+            and Path(args.workloads).resolve() == Path(WORKLOAD_DIR).resolve())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the chosen experiments; returns the process exit status (1 if an invariant was violated)."""
     args = parse_args(argv)
@@ -252,9 +285,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ResultCache(args.cache or args.out / "cache.sqlite").close()  # an unusable cache fails here, before any work
     command = " ".join(["python evaluate.py", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     try:
-        status = _paper_experiments(args, command, start) if set(args.experiments) - {"extensions"} else 0
+        status = _paper_experiments(args, command, start) if set(args.experiments) - set(OPTIONAL_EXPERIMENTS) else 0
         if "extensions" in args.experiments:
             status = max(status, _extensions(args, command, start))
+        if "abandon" in args.experiments:
+            status = max(status, _abandon(args, command, start))
     except RayEvaluationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -280,6 +315,23 @@ def _extensions(args: argparse.Namespace, command: str, start: float) -> int:
         splice_readme(args.readme, text, f"This run: {elapsed / 60:.1f} min wall time on {machine_description()} "
                                          f"with {settings.jobs} worker process(es).")
     print(f"extensions: results in {args.out}/ ({', '.join(EXTENSION_FILES)}; {elapsed:.1f} s)")
+    return 1 if problems else 0
+
+
+def _abandon(args: argparse.Namespace, command: str, start: float) -> int:
+    """The abandon experiment: every allocator with and without abandoning, its files written under ``--out``."""
+    settings = Settings(args.bank, args.workloads, args.roots, args.episodes, None, args.jobs,
+                        args.cache or args.out / "cache.sqlite", progress=not args.no_progress, ray=args.ray)
+    loads = tuple(sorted(args.loads))
+    rows, grids, numbers, notes = run_abandon(settings, loads, args.methods or ABANDON_METHODS)
+    record = {"roots": args.roots, "episodes": args.episodes, "loads": list(loads),
+              "bank": portable_path(args.bank), "workloads": portable_path(args.workloads)}
+    write_abandon(args.out, rows, grids, numbers, notes, command, record)
+    problems = violations(rows)
+    print(markdown(grids["abandon"]))
+    for problem in problems:
+        print(f"INVARIANT VIOLATED: {problem}")
+    print(f"abandon: results in {args.out}/ ({', '.join(ABANDON_FILES)}; {time.perf_counter() - start:.1f} s)")
     return 1 if problems else 0
 
 

@@ -97,7 +97,8 @@ def play_setting(setting: NamedSetting, base: Settings, loads: Sequence[float],
                   [m for m in learned if m not in skipped], notes)
 
 
-def _best(rows: list[dict[str, Any]], methods: Sequence[str], cell: Cell) -> tuple[str, Stat] | None:
+def best_of(rows: list[dict[str, Any]], methods: Sequence[str], cell: Cell) -> tuple[str, Stat] | None:
+    """The method with the highest mean success in ``cell`` (ties: the later label), with its statistic."""
     stats = [(m, s) for m in methods if (s := paper_stat(rows, m, [cell])) is not None]
     return max(stats, key=lambda item: (item[1].mean, label_of(item[0]))) if stats else None
 
@@ -132,7 +133,7 @@ def summary_grid(every: Sequence[Played], loads: Sequence[float]) -> Grid:
         for load in loads:
             cell, row = (TASK_SET, load), f"{played.setting.name}, p = {load:.2f}"
             grid.rows.append(row)
-            hand, learned = _best(played.rows, played.hand_written, cell), _best(played.rows, played.learned, cell)
+            hand, learned = best_of(played.rows, played.hand_written, cell), best_of(played.rows, played.learned, cell)
             for who, offset in ((hand, 0), (learned, 2)):
                 grid.set(row, cols[offset], label_of(who[0]) if who else "none")
                 grid.set(row, cols[offset + 1], who[1] if who else None)

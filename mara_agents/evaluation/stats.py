@@ -61,23 +61,29 @@ def paper_stat(rows: Iterable[dict[str, Any]], method: str, cells: Sequence[Cell
 
 
 def paired_difference(rows: Iterable[dict[str, Any]], first: str, second: str, cells: Sequence[Cell],
-                      scale: float = 100.0) -> Stat | None:
+                      scale: float = 100.0, metric: str = "success_rate") -> Stat | None:
     """``first`` − ``second`` paired by evaluation root: mean ± sample std over the roots both played.
 
     Both methods play the same episodes of a root, so the per-root difference removes the workload's own
     variation, which dominates the spread of :func:`paper_stat`.  A method with training seeds is first
     averaged over its seeds within the root.
     """
+    return _stat_over_runs(root_differences(rows, first, second, cells, scale, metric))
+
+
+def root_differences(rows: Iterable[dict[str, Any]], first: str, second: str, cells: Sequence[Cell],
+                     scale: float = 100.0, metric: str = "success_rate") -> np.ndarray:
+    """The per-root differences ``first`` − ``second`` of ``metric`` × ``scale`` that :func:`paired_difference`
+    summarises, in root order, over the roots both methods played."""
     rows = list(rows)
     per_root = []
     for method in (first, second):
         by_root: dict[Any, list[float]] = defaultdict(list)
-        for (_, root), value in run_values(rows, method, cells, "success_rate").items():
+        for (_, root), value in run_values(rows, method, cells, metric).items():
             by_root[root].append(value)
         per_root.append({root: _nanmean(values) for root, values in by_root.items()})
     roots = sorted(set(per_root[0]) & set(per_root[1]), key=repr)
-    data = scale * np.array([per_root[0][r] - per_root[1][r] for r in roots], dtype=float)
-    return _stat_over_runs(data)
+    return scale * np.array([per_root[0][r] - per_root[1][r] for r in roots], dtype=float)
 
 
 def _stat_over_runs(data: np.ndarray) -> Stat | None:

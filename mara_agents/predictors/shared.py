@@ -188,17 +188,21 @@ class SharedAnswers:
             fresh = np.column_stack([prediction.remaining[:todo.size],
                                      np.full((todo.size, 0), np.nan) if prediction.samples is None
                                      else prediction.samples[:todo.size]])
-            self._width[identity] = fresh.shape[1]
+            self._width[identity] = max(self._width.get(identity, 1), fresh.shape[1])
             kept = self._store(keys[todo], fresh, looked_up=True)
             if identity in self._files and kept.size:
                 self._keep(identity, keys[todo][kept], fresh[kept])
         width = self._width[identity]
-        values = np.empty((len(keys), width))
+        values = np.full((len(keys), width), np.nan)
         if found.size:
-            values[found] = known[:, :width]
+            common = min(width, known.shape[1])
+            values[found, :common] = known[:, :common]
         if todo.size:
-            values[todo] = fresh
-        return values[:, 0], (values[:, 1:] if width > 1 else None)
+            values[todo, :fresh.shape[1]] = fresh
+        # None only where no row has samples (a predictor that does not sample); a sampling predictor's rows
+        # without samples (FM's tasks in warm-up, empty slots) stay NaN rows, as the predictor alone gives them.
+        samples = values[:, 1:]
+        return values[:, 0], (None if samples.shape[1] == 0 or np.isnan(samples).all() else samples)
 
     def _keep(self, identity: bytes, keys: np.ndarray, values: np.ndarray) -> None:
         """Queue computed rows for the predictor's files, writing a file once :data:`FLUSH_ROWS` are queued."""

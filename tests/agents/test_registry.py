@@ -90,3 +90,32 @@ def test_playing_mara_imports_no_training_code():
     assert "mara_agents.mat.policy" in loaded
     training = {f"mara_agents.mat.{name}" for name in ("train", "ppo", "rollout", "config", "validation")}
     assert not loaded & training, loaded & training
+
+
+def test_the_abandoning_allocators_are_registered_as_needing_the_abandon_action(fm_checkpoint):
+    from mara_agents.allocators.abandon import ABANDONING, AbandoningPolicy
+    needing = {name for name, method in mara_agents.POLICIES.items() if method.abandon}
+    assert needing == set(ABANDONING)
+    for name, (_, _, _, chosen, room) in ABANDONING.items():
+        policy = make_policy(name, fm_checkpoint=str(fm_checkpoint))
+        assert isinstance(policy, AbandoningPolicy) and (policy.threshold, policy.make_room) == (chosen, room)
+    assert make_policy("edf+abandon", threshold=1.5, make_room=False).threshold == 1.5
+    with pytest.raises(TypeError, match="make_room must be True or False, got 1"):
+        make_policy("edf+abandon", make_room=1)
+    with pytest.raises(ValueError, match="threshold must be a positive number, got -1"):
+        make_policy("edf+abandon", threshold=-1)
+
+
+def test_an_env_without_the_abandon_action_refuses_an_abandoning_allocator_by_name():
+    from mara_agents.allocators.registry import refuse_abandoning
+    refuse_abandoning("edf", "the live env")  # a method that never abandons passes
+    with pytest.raises(ValueError, match=r"'lara\+abandon' abandons tasks, which needs MARA-v0 with abandon=True; "
+                                         r"the live env has no abandon action: choose one of cleanrl-ppo-fm, edf, "):
+        refuse_abandoning("lara+abandon", "the live env")
+
+
+def test_the_cache_key_of_an_abandoning_allocator_follows_its_threshold():
+    from mara_agents.evaluation.fingerprint import policy_fingerprint
+    chosen, other = make_policy("edf+abandon"), make_policy("edf+abandon", threshold=1.5)
+    assert policy_fingerprint(chosen) == policy_fingerprint(make_policy("edf+abandon"))
+    assert policy_fingerprint(chosen) != policy_fingerprint(other)

@@ -161,7 +161,13 @@ def test_jobs_with_one_name_twice_are_refused():
         schedule([METRIC_JOBS[0], METRIC_JOBS[0]], policy="fifo")
 
 
-@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_an_allocator_that_abandons_is_refused_before_any_work():
+    with pytest.raises(ValueError, match=r"'edf\+abandon' abandons tasks, which needs MARA-v0 with abandon=True; "
+                                          r"the live env has no abandon action: choose one of .*'?edf"):
+        schedule([METRIC_JOBS[0]], policy="edf+abandon")
+
+
+@pytest.mark.parametrize("policy", sorted(name for name, method in POLICIES.items() if not method.abandon))
 def test_every_registered_allocator_drives_user_jobs_and_replays_identically(local_ray, tmp_path, policy):
     if policy == "maskable-ppo":
         pytest.importorskip("sb3_contrib", reason="maskable-ppo needs sb3-contrib")

@@ -128,6 +128,26 @@ def test_a_predictor_whose_answers_depend_on_the_batch_is_never_shared(own_store
     assert not list(own_store.rglob("*.answers"))
 
 
+class WarmUp(RowWise):
+    """A sampling predictor that, like FM, gives no samples (NaN) for a row with fewer than 20 observations."""
+
+    def predict(self, query: PredictorQuery) -> Prediction:
+        answer = super().predict(query)
+        return Prediction(answer.remaining, samples=np.where((query.length >= 20)[:, None], answer.samples, np.nan))
+
+
+def test_rows_without_samples_keep_the_other_rows_samples_when_shared():
+    sequence = queries()
+    alone = [WarmUp().predict(query) for query in sequence]
+    first, second = answers(StepMemo(WarmUp()), sequence), answers(StepMemo(WarmUp()), sequence)
+    SHARED.close()  # the third policy reads the rows back from the files
+    third = answers(StepMemo(WarmUp()), sequence)
+    for shared in (first, second, third):
+        for a, b in zip(shared, alone):
+            assert a.samples is not None and np.isnan(a.samples).any(axis=1).any() and not np.isnan(a.samples).all()
+            assert np.array_equal(a.remaining, b.remaining) and np.array_equal(a.samples, b.samples, equal_nan=True)
+
+
 def test_the_shipped_fm_answers_random_rows_from_the_table_as_it_would_alone():
     # Holds whether or not this machine's kernels pass the canary: where they do not, nothing is shared.
     fm, rng = load_predictor(), np.random.default_rng(7)

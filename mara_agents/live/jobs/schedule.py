@@ -28,7 +28,7 @@ from mara_common.ray_support import require_ray
 from mara_agents.live.jobs.outcome import JobOutcome, ProgressTable, job_outcomes, outcome_table
 from mara_agents.live.command import latency_rows, play_episode, writable_folder
 from mara_agents.play.policy import Policy
-from mara_agents.allocators.registry import POLICIES, make_policy
+from mara_agents.allocators.registry import POLICIES, make_policy, refuse_abandoning
 from mara_env.config import MARAConfig
 from mara_env.live import LiveMARAEnv, LiveSettings, replay_mismatches
 from mara_env.live.jobs import Job, check_jobs
@@ -94,6 +94,7 @@ def trained_nodes(policy: Policy) -> int | None:
 def build_policy(policy: str | Policy, nodes: int) -> tuple[str, Policy]:
     """(label, policy) for a registered name or a policy object; a policy trained for another M is refused."""
     if isinstance(policy, str):
+        refuse_abandoning(policy, "the live env")
         name, chooser = policy, make_policy(policy)
     elif callable(getattr(policy, "act", None)):
         name, chooser = type(policy).__name__, policy

@@ -42,7 +42,7 @@ def check_one(job: Job, file: str | Path) -> CheckedJob:
     try:
         _, stats = job_step(job, None, math.inf)
     except Exception as exc:  # the user's code: whatever it raises is reported as one line
-        message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        message = f"{type(exc).__name__}: {str(exc).removeprefix(f'job {job.name!r}: ')}".splitlines()[0]
         return CheckedJob(job.name, time.perf_counter() - began,
                           problem=f"{file}: job {job.name!r}: {_user_line(exc, job)}: {message}")
     seconds = time.perf_counter() - began

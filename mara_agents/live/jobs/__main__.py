@@ -28,6 +28,7 @@ from mara_common.cli import raise_interrupt
 from mara_agents.live.jobs.check import CheckedJob, check_all, format_checks
 from mara_agents.live.jobs.files import JobFileError, load_jobs
 from mara_agents.live.jobs.schedule import schedule
+from mara_agents.live.jobs.twin import TWIN_POLICIES, load_recorded, run_twin, twin_table
 from mara_agents.live.command import writable_folder
 from mara_env.live.jobs import Job
 
@@ -48,6 +49,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-check", action="store_true", help="skip running one step of each job here first")
     check = commands.add_parser("check", help="run one step of each job here, before any Ray")
     check.add_argument("file", help="a .py or .toml job file")
+    twin = commands.add_parser("twin", help="replay recorded jobs in the simulator under many arrival sequences")
+    twin.add_argument("folders", nargs="+", help="recorded runs: the --out folders of jobs runs")
+    twin.add_argument("--nodes", type=int, nargs="+", default=[2], help="node counts M to compare at")
+    twin.add_argument("--loads", type=float, nargs="+", default=[0.2, 0.5], help="arrival probabilities per step")
+    twin.add_argument("--sequences", type=int, default=50, help="arrival sequences per load")
+    twin.add_argument("--policies", nargs="+", default=list(TWIN_POLICIES), help="allocators to compare")
+    twin.add_argument("--seed", type=int, default=0, help="seed of the arrival sequences")
     forecast = commands.add_parser("forecast", help="FM and WLS forecast error on the jobs (Table 1's protocol)")
     forecast.add_argument("file", help="a .py or .toml job file")
     forecast.add_argument("--fm-checkpoint", default="", help="FM checkpoint (default: the shipped one)")
@@ -65,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return _forecast(args)
     if args.command == "check":
         return _check(args.file)
+    if args.command == "twin":
+        return _twin(args)
     try:
         require_ray("python -m mara_agents.live.jobs")
         jobs = load_jobs(args.file)
@@ -109,6 +119,25 @@ def _forecast(args: argparse.Namespace) -> int:
     if not args.crossings_only:
         print()
         print(forecast_table(jobs, fm_checkpoint=args.fm_checkpoint, with_bank=not args.no_bank, losses=losses))
+    return 0
+
+
+def _twin(args: argparse.Namespace) -> int:
+    """``twin FOLDER ...``: the table of every policy on the recorded jobs; writes nothing."""
+    try:
+        if any(m < 1 for m in args.nodes):
+            raise ValueError(f"--nodes must be positive, got {args.nodes}")
+        recorded = load_recorded(args.folders)
+        cells = run_twin(recorded, args.nodes, args.loads, args.sequences, args.policies, args.seed)
+    except (ValueError, TypeError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    short = [job.task.family for job in recorded.jobs if not job.exact]
+    print(f"{len(recorded.jobs)} recorded jobs from {len(args.folders)} folder(s)"
+          + (f"; never ran, left out: {', '.join(recorded.unrecorded)}" if recorded.unrecorded else ""))
+    print(f"records that stop before their target and budget (continued with their last loss): "
+          f"{', '.join(short) if short else 'none'}\n")
+    print(twin_table(cells, len(recorded.jobs)))
     return 0
 
 

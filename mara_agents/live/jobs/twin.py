@@ -14,7 +14,7 @@ that used such a continued loss, and a twin where that count is 0 is exact.  Fol
 job (the same name) add up to its longest record, once their common steps agree.
 
 Each allocator's success count per sequence is compared, paired by sequence, with EDF's and FIFO's: the mean
-difference and its 95 % t interval.
+difference and its t interval at level 0.95.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def run_twin(recorded: Recorded, nodes: Sequence[int], loads: Sequence[float], s
 
 
 def twin_table(cells: Sequence[TwinCell], jobs: int) -> str:
-    """Per cell, each policy's mean successes and its paired difference with EDF and with FIFO (95 % t)."""
+    """Per cell, each policy's mean successes and its paired difference with EDF and with FIFO (t intervals at level 0.95)."""
     lines = []
     for cell in cells:
         count = len(next(iter(cell.successes.values())))
@@ -184,7 +184,7 @@ def twin_table(cells: Sequence[TwinCell], jobs: int) -> str:
 
 
 def _difference(values: np.ndarray) -> str:
-    """A paired difference as ``mean ± half-width`` (95 % t interval), ``0`` where every pair is equal."""
+    """A paired difference as ``mean ± half-width`` (the t interval at level 0.95), ``0`` where every pair is equal."""
     if not values.any():
         return "0"
     return f"{values.mean():+.2f} ± {half_width(values.astype(float)):.2f}"

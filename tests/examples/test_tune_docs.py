@@ -3,9 +3,7 @@ under ``MARAScheduler`` on 2 nodes, each ending at its target or its deadline, a
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +12,8 @@ import pytest
 pytest.importorskip("ray", reason="the Tune program needs the [ray] extra")
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "evaluation"))
-from test_interrupt import descendants, wait_gone  # noqa: E402
+from test_interrupt import wait_gone  # noqa: E402
+from test_own_jobs import run_watching  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIAL = re.compile(r"trial (\d): (succeeded|expired) after (\d+) iterations \(target ([\d.]+), deadline (\d+)\)")
@@ -32,17 +31,8 @@ def tune_program() -> str:
 
 def test_the_documented_tune_program_runs_every_trial_to_its_target_or_deadline(tmp_path):
     (tmp_path / "tune_program.py").write_text(tune_program())
-    process = subprocess.Popen([sys.executable, "tune_program.py"], cwd=tmp_path, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    children: set[int] = set()
-    while process.poll() is None:
-        children |= descendants(process.pid)
-        try:
-            process.wait(timeout=0.5)
-        except subprocess.TimeoutExpired:
-            pass
-    out, err = process.communicate()
-    assert process.returncode == 0, err[-2000:]
+    returncode, out, err, children = run_watching(["tune_program.py"], tmp_path)
+    assert returncode == 0, err[-2000:]
     trials = [match for match in map(TRIAL.fullmatch, out.strip().splitlines()) if match]
     assert sorted(int(match[1]) for match in trials) == [0, 1, 2, 3], out
     assert all(1 <= int(match[3]) <= int(match[5]) for match in trials), out

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import mara_agents
 import mara_env
 from mara_env.live.jobs import Job, job_step
 
 # where the project's own frames are: mara_agents/ and mara_env/ (a job's code is anywhere else)
-_PACKAGES = tuple(f"{Path(package.__file__).resolve().parent}{os.sep}" for package in (mara_agents, mara_env))
+_PACKAGES = tuple(f"{folder}{os.sep}" for folder in (Path(__file__).resolve().parents[2],
+                                                    Path(mara_env.__file__).resolve().parent))
 
 
 @dataclass(frozen=True)

@@ -105,3 +105,34 @@ def test_a_bad_twin_setting_is_one_line_and_exit_2(tmp_path, capsys, argv, messa
 def test_a_folder_that_is_not_a_recorded_run_is_one_line(tmp_path, capsys):
     assert main(["twin", str(tmp_path)]) == 2
     assert f"{tmp_path}: not a recorded run" in capsys.readouterr().err
+
+
+SHORT_JOB_FILE = '''
+from mara_agents.live.jobs import Job
+
+LOSSES = [4.0, 3.0, 2.5, 2.0, 1.8, 1.6, 1.5, 1.4, 1.3, 1.2]
+
+
+def setup(seed):
+    return 0
+
+
+def step(index):
+    return index + 1, LOSSES[index]
+
+
+JOBS = [Job("c", setup, step, target=0.1, budget=10, metric="last", batch_size=32, lr=0.01)]
+'''
+
+
+def test_the_job_file_completes_a_short_record_and_a_different_one_is_refused(tmp_path, capsys):
+    folder = recorded_run(tmp_path / "short", {"c": (0.1, 10, [4.0, 3.0])})
+    (tmp_path / "jobs.py").write_text(SHORT_JOB_FILE)
+    assert main(["twin", str(folder), "--nodes", "1", "--loads", "0.5", "--sequences", "2", "--policies", "fifo",
+                 "--complete", str(tmp_path / "jobs.py")]) == 0
+    out = capsys.readouterr().out
+    assert f"completed by running {tmp_path / 'jobs.py'} here: c" in out
+    assert "(continued with their last loss): none" in out and out.splitlines()[-1].split()[-1] == "0"
+    (tmp_path / "other.py").write_text(SHORT_JOB_FILE.replace("[4.0, 3.0,", "[4.0, 3.5,"))
+    assert main(["twin", str(folder), "--sequences", "2", "--complete", str(tmp_path / "other.py")]) == 2
+    assert "job 'c': run here, its losses differ from its record" in capsys.readouterr().err

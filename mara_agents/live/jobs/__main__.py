@@ -28,7 +28,7 @@ from mara_common.cli import raise_interrupt
 from mara_agents.live.jobs.check import CheckedJob, check_all, format_checks
 from mara_agents.live.jobs.files import JobFileError, load_jobs
 from mara_agents.live.jobs.schedule import schedule
-from mara_agents.live.jobs.twin import TWIN_POLICIES, load_recorded, run_twin, twin_table
+from mara_agents.live.jobs.twin import TWIN_POLICIES, complete, load_recorded, run_twin, twin_table
 from mara_agents.live.command import writable_folder
 from mara_env.live.jobs import Job
 
@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     twin.add_argument("--sequences", type=int, default=50, help="arrival sequences per load")
     twin.add_argument("--policies", nargs="+", default=list(TWIN_POLICIES), help="allocators to compare")
     twin.add_argument("--seed", type=int, default=0, help="seed of the arrival sequences")
+    twin.add_argument("--complete", default=None, metavar="FILE",
+                      help="the job file that was run: records that stop short are completed by running it here")
     forecast = commands.add_parser("forecast", help="FM and WLS forecast error on the jobs (Table 1's protocol)")
     forecast.add_argument("file", help="a .py or .toml job file")
     forecast.add_argument("--fm-checkpoint", default="", help="FM checkpoint (default: the shipped one)")
@@ -128,13 +130,19 @@ def _twin(args: argparse.Namespace) -> int:
         if any(m < 1 for m in args.nodes):
             raise ValueError(f"--nodes must be positive, got {args.nodes}")
         recorded = load_recorded(args.folders)
+        short = {job.task.family for job in recorded.jobs if not job.exact}
+        if args.complete is not None:
+            recorded = complete(recorded, load_jobs(args.complete))
         cells = run_twin(recorded, args.nodes, args.loads, args.sequences, args.policies, args.seed)
     except (ValueError, TypeError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
+    completed = sorted(short - {job.task.family for job in recorded.jobs if not job.exact})
     short = [job.task.family for job in recorded.jobs if not job.exact]
     print(f"{len(recorded.jobs)} recorded jobs from {len(args.folders)} folder(s)"
           + (f"; never ran, left out: {', '.join(recorded.unrecorded)}" if recorded.unrecorded else ""))
+    if completed:
+        print(f"completed by running {args.complete} here: {', '.join(completed)}")
     print(f"records that stop before their target and budget (continued with their last loss): "
           f"{', '.join(short) if short else 'none'}\n")
     print(twin_table(cells, len(recorded.jobs)))

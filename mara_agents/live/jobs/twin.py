@@ -9,8 +9,9 @@ the jobs run — through the live step that a live run and its replay take
 
 A job's steps depend on its code and seed alone, not on when it runs, so its record holds the losses of any
 schedule up to the record's length.  A record that stops before the job met its target and before its
-budget (a job a live run left unfinished) is continued with its last loss; the table counts the job-steps
-that used such a continued loss, and a twin where that count is 0 is exact.  Folders that recorded the same
+budget (a job a live run left unfinished) is continued with its last loss, unless the job file is given
+(:func:`complete`: such jobs then run here, alone, to their budget); the table counts the job-steps that
+used a continued loss, and a twin where that count is 0 is exact.  Folders that recorded the same
 job (the same name) add up to its longest record, once their common steps agree.
 
 Each allocator's success count per sequence is compared, paired by sequence, with EDF's and FIFO's: the mean
@@ -35,6 +36,7 @@ from mara_env.config import MARAConfig
 from mara_env.dynamics import standing_picks
 from mara_env.engine import action_picks, resolve_conflicts
 from mara_env.live.record import load_episode_log
+from mara_env.live.jobs import Job, run_offline
 from mara_env.live.simulator import LiveSimulator
 from mara_env.live.step import live_step
 from mara_env.live.tasks import LiveEpisode, LiveTask, tracked
@@ -101,6 +103,24 @@ def _longer(known: RecordedJob | None, job: RecordedJob, folder: Path) -> Record
         raise ValueError(f"{folder}: job {job.task.family!r} differs from its record in an earlier folder (its "
                          f"target, budget, recipe or losses); give the runs of one job file")
     return job if job.losses.size > known.losses.size else known
+
+
+def complete(recorded: Recorded, jobs: Sequence[Job]) -> Recorded:
+    """``recorded`` with each short record (:attr:`RecordedJob.exact` false) replaced by the job of that name in
+    ``jobs`` run here, alone, to its budget (:func:`~mara_env.live.jobs.run_offline`); ``ValueError`` where the
+    run does not begin with the recorded losses (the job file is not the one that was run)."""
+    by_name = {job.name: job for job in jobs}
+    done = []
+    for job in recorded.jobs:
+        if job.exact or job.task.family not in by_name:
+            done.append(job)
+            continue
+        losses = run_offline(by_name[job.task.family], job.task.budget)
+        if not np.array_equal(losses[:job.losses.size], job.losses):
+            raise ValueError(f"job {job.task.family!r}: run here, its losses differ from its record; complete it "
+                             f"with the job file that was run")
+        done.append(dataclasses.replace(job, losses=losses))
+    return dataclasses.replace(recorded, jobs=tuple(done))
 
 
 def arrival_sequence(jobs: Sequence[RecordedJob], load: float, rng: np.random.Generator) -> list[RecordedJob]:

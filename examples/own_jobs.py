@@ -12,7 +12,8 @@ scheduled with FIFO, EDF and FM-slack, and a table compares how many jobs met th
 
     python examples/own_jobs.py [--quick] [--nodes 2] [--out DIR]
 
-``--quick`` runs the first eight jobs.  ``python -m mara_agents.live.jobs run examples/own_jobs.py``
+Needs the ``ray`` extra and Debian's ``dataset-fashion-mnist``: ``make system-packages`` installs the Debian
+packages (``make install`` installs only Python packages).  ``--quick`` runs the first eight jobs.  ``python -m mara_agents.live.jobs run examples/own_jobs.py``
 schedules the same jobs (``JOBS``) from the command line, and ``python -m mara_agents.live.jobs forecast
 examples/own_jobs.py`` scores the FM and WLS forecasts on them.
 """
@@ -163,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--nodes must be at least 1, got {args.nodes}")
     missing = [str(path) for path in (FASHION_MNIST, TEXT) if not path.exists()]
     if missing:
-        print(f"error: missing data: {', '.join(missing)} (apt-get install dataset-fashion-mnist base-files)",
-              file=sys.stderr)
+        print(f"error: missing data: {', '.join(missing)}; 'make system-packages' installs it (Debian's "
+              f"dataset-fashion-mnist and base-files; 'make install' does not)", file=sys.stderr)
         return 2
     import ray
 

@@ -8,7 +8,9 @@ deadline.  The same trials are run with the FIFO, EDF and FM-slack allocators an
 
     python examples/tune_scheduler.py [--quick]
 
-``--quick`` runs four trials with looser targets.
+Needs the ``ray`` extra and Debian's ``dataset-fashion-mnist``: ``make system-packages`` installs it (``make
+install`` installs only Python packages).  ``--quick`` runs four trials with looser targets.  The Tune section of
+``docs/jobs.md`` is a smaller program that needs no data.
 """
 
 from __future__ import annotations
@@ -135,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.nodes < 1:
         parser.error(f"--nodes must be at least 1, got {args.nodes}")
     if not FASHION_MNIST.is_dir():
-        print(f"error: missing data: {FASHION_MNIST} (apt-get install dataset-fashion-mnist)", file=sys.stderr)
+        print(f"error: missing data: {FASHION_MNIST}; 'make system-packages' installs it (Debian's "
+              f"dataset-fashion-mnist; 'make install' does not)", file=sys.stderr)
         return 2
     import ray
 

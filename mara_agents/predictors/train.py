@@ -78,6 +78,8 @@ class FMTrainConfig:
     stats_examples: int = field(default=8192, metadata={"help": "training examples used to fix standardisation"})
     min_prefix: int = field(default=MIN_OBSERVATIONS, metadata={"help": "shortest prefix S_0 in batches"})
     resume: bool = field(default=True, metadata={"help": "continue from <run_dir>/last.pt when it exists"})
+    init_from: str = field(default="", metadata={
+        "help": "fine-tune: start from this FM checkpoint's weights and standardisation (same architecture)"})
     force: bool = field(default=False, metadata={
         "help": "with --no-resume, start afresh even if <run_dir> already holds a run (its state is replaced)"})
     notes: str = field(default="", metadata={"help": "free-text provenance recorded in the manifest"})
@@ -152,6 +154,18 @@ def fresh_model(train: CurveSet, config: FMTrainConfig, device: torch.device) ->
     return model.to(device)
 
 
+def initial_model(config: FMTrainConfig, device: torch.device) -> FlowMatchingModel:
+    """The ``init_from`` checkpoint's model, to fine-tune; its architecture must be the one ``config`` names
+    (a ``ValueError`` names the settings that differ)."""
+    model = load_model(config.init_from, device)
+    differ = {key: (value, getattr(config.hparams(), key)) for key, value in dataclasses.asdict(model.hparams).items()
+              if getattr(config.hparams(), key) != value}
+    if differ:
+        raise ValueError(f"--init-from {config.init_from}: its architecture differs from this run's: "
+                         + ", ".join(f"{key} {ours} here, {theirs} there" for key, (theirs, ours) in differ.items()))
+    return model
+
+
 def resumable_state(path: Path, config: FMTrainConfig, data_sha256: str) -> dict[str, Any]:
     """The saved state of an interrupted run (or the one before it, if the last fails its check); a changed
     config or changed training curves is a clear error."""
@@ -211,7 +225,7 @@ def train(config: FMTrainConfig) -> TrainResult:
     data_sha256 = curves_checksum(train_set, val_set)
     run_dir.mkdir(parents=True, exist_ok=True)
 
-    model = fresh_model(train_set, config, device)
+    model = fresh_model(train_set, config, device) if not config.init_from else initial_model(config, device)
     optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
     progress = _restore(config, last, best, model, optimiser, data_sha256)
     validation = Validation(val_set, config, config.hparams(), device)

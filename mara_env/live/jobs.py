@@ -18,6 +18,7 @@ curve as ``<name>/test/<index>``.
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import re
@@ -63,6 +64,19 @@ class Job:
     gpus: float = 0.0
     data: Callable[[], Any] | None = None
     step_timeout_s: float | None = None
+
+    def __new__(cls, *args: Any, **fields: Any) -> Job:
+        """Refuse an unknown keyword before the dataclass's ``__init__`` does, so that the message names the job
+        and the nearest field (a typo such as ``budgte`` reads "did you mean 'budget'?")."""
+        unknown = sorted(set(fields) - set(cls.__dataclass_fields__))
+        if unknown:
+            name = fields.get("name", args[0] if args else None)
+            hints = [f"{key!r}" + "".join(f" (did you mean {near!r}?)" for near in
+                                          difflib.get_close_matches(key, cls.__dataclass_fields__, 1))
+                     for key in unknown]
+            raise TypeError(f"job {name!r}: unknown keyword {', '.join(hints)}; a Job has "
+                            f"{', '.join(cls.__dataclass_fields__)}")
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         where = f"job {self.name!r}"

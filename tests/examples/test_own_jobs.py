@@ -19,11 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 
-@pytest.mark.skipif(not FASHION_MNIST.is_dir(), reason="needs apt-get install dataset-fashion-mnist")
-@pytest.mark.parametrize("example, rows", [("own_jobs.py", 8), ("tune_scheduler.py", 4)])
-def test_the_quick_example_exits_0_with_its_table_and_no_ray_process_left(example, rows):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen([sys.executable, f"examples/{example}", "--quick"], cwd=ROOT, env=env,
+def run_watching(argv: list[str], cwd: Path) -> tuple[int, str, str, set[int]]:
+    """Run ``python ARGV`` in ``cwd`` with this checkout importable; returns its exit status, stdout, stderr and
+    every process that ran below it (to check that none is left)."""
+    process = subprocess.Popen([sys.executable, *argv], cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     children: set[int] = set()
     while process.poll() is None:
@@ -33,7 +32,14 @@ def test_the_quick_example_exits_0_with_its_table_and_no_ray_process_left(exampl
         except subprocess.TimeoutExpired:
             pass
     out, err = process.communicate()
-    assert process.returncode == 0, err[-2000:]
+    return process.returncode, out, err, children
+
+
+@pytest.mark.skipif(not FASHION_MNIST.is_dir(), reason="needs apt-get install dataset-fashion-mnist")
+@pytest.mark.parametrize("example, rows", [("own_jobs.py", 8), ("tune_scheduler.py", 4)])
+def test_the_quick_example_exits_0_with_its_table_and_no_ray_process_left(example, rows):
+    returncode, out, err, children = run_watching([f"examples/{example}", "--quick"], ROOT)
+    assert returncode == 0, err[-2000:]
     lines = out.strip().splitlines()
     for policy in ("fifo", "edf", "slack-fm"):
         assert sum(line.startswith(policy) for line in lines) == 1

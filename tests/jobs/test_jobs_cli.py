@@ -96,7 +96,7 @@ def test_a_python_job_file_runs_and_names_its_output_on_the_last_line(tmp_path, 
     ("nosuch.toml", '[[job]]\nname = "a"\nsetup = "nosuch.py:setup"\nstep = "code.py:step"\ntarget = 1\nbudget = 5\n',
      "job 1 ('a'): setup: {tmp}/nosuch.py not found (a PATH.py is relative to the TOML file)"),
     ("brokencode.toml", '[[job]]\nname = "a"\nsetup = "broken_code.py:setup"\nstep = "code.py:step"\ntarget = 1\n'
-                        'budget = 5\n', "job 1 ('a'): setup: {tmp}/broken_code.py: ZeroDivisionError"),
+                        'budget = 5\n', "job 1 ('a'): setup: {tmp}/broken_code.py:1: ZeroDivisionError"),
     ("twice.toml", '[defaults]\nsetup = "code.py:setup"\nstep = "code.py:step"\ntarget = 1\nbudget = 5\n'
                    '[[job]]\nname = "a"\n[[job]]\nname = "a"\n', "job names must be unique, repeated: a"),
 ])

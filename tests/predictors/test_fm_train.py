@@ -138,3 +138,20 @@ def test_resuming_after_the_training_curves_changed_is_refused(tiny_bank, tmp_pa
     BankWriter(bank).add(dataclasses.replace(extra, index=99), np.linspace(2.0, 0.5, extra.length))
     with pytest.raises(ValueError, match="curves changed"):
         train(tiny_config(bank, tmp_path))
+
+
+def test_init_from_fine_tunes_the_checkpoint_and_refuses_another_architecture(tiny_bank, tmp_path):
+    """``--init-from`` starts from a checkpoint's weights and standardisation: with a learning rate too small to
+    move them, the fine-tuned model is the checkpoint's, while a fresh run of the same settings is not."""
+    first = train(tiny_config(tiny_bank, tmp_path / "a"))
+    still = dict(lr=1e-12, seed=1)
+    tuned = train(tiny_config(tiny_bank, tmp_path / "b", init_from=str(first.checkpoint), **still))
+    fresh = train(tiny_config(tiny_bank, tmp_path / "c", **still))
+    start = load_model(first.checkpoint).state_dict()
+    for key, value in load_model(tuned.checkpoint).state_dict().items():
+        assert torch.allclose(value, start[key], atol=1e-6), key
+    assert not all(torch.allclose(value, start[key], atol=1e-6)
+                   for key, value in load_model(fresh.checkpoint).state_dict().items())
+    wider = FMHyperParameters(hidden=16, history_points=16, width=16, time_dim=8)
+    with pytest.raises(ValueError, match="its architecture differs from this run's: hidden 16 here, 8 there"):
+        train(tiny_config(tiny_bank, tmp_path / "d", init_from=str(first.checkpoint), model=wider))

@@ -1,13 +1,16 @@
 """``python -m mara_agents.live.jobs run FILE``: schedule the jobs a Python or TOML file describes, live on Ray.
 
-``python -m mara_agents.live.jobs forecast FILE`` runs each job offline to twice its budget and scores the FM and
-WLS forecasts on it as Table 1 does, beside the bank's test curves (:mod:`mara_agents.live.jobs.forecast`).
+``python -m mara_agents.live.jobs check FILE`` runs one step of each job here, before any Ray
+(:mod:`mara_agents.live.jobs.check`); ``run`` does the same first unless given ``--no-check``.
+``python -m mara_agents.live.jobs forecast FILE`` runs each job offline to twice its budget, prints where each
+job's series crosses its target alone (and the target that would put the crossing at ``--fraction`` of its
+budget), and scores the FM and WLS forecasts on it as Table 1 does (:mod:`mara_agents.live.jobs.forecast`).
 
 Shows the jobs table while they run (``--no-progress`` hides it), then prints the final table, writes the
 jobs' bank, the timeline and their outcomes into ``--out`` (default: a new scratch folder, named on the last
-line) and replays the decisions in the simulator.  A bad file, field or setting is one line and exit status 2;
-a Ray cluster that cannot be reached is one line and exit status 1; Ctrl-C or SIGTERM stops the jobs, saves
-what was recorded, says so in one line and exits with status 130.
+line) and replays the decisions in the simulator.  A bad file, field, setting or first step is one line and
+exit status 2; a Ray cluster that cannot be reached is one line and exit status 1; Ctrl-C or SIGTERM stops the
+jobs, saves what was recorded, says so in one line and exits with status 130.
 """
 
 from __future__ import annotations
@@ -16,14 +19,18 @@ import argparse
 import signal
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from mara_common.ray_support import require_ray
 from mara_agents.allocators.registry import POLICIES
 from mara_common.cli import raise_interrupt
+from mara_agents.live.jobs.check import CheckedJob, check_all, format_checks
 from mara_agents.live.jobs.files import JobFileError, load_jobs
 from mara_agents.live.jobs.schedule import schedule
+from mara_agents.live.jobs.twin import TWIN_POLICIES, complete, load_recorded, run_twin, twin_table
 from mara_agents.live.command import writable_folder
+from mara_env.live.jobs import Job
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,10 +46,25 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
     run.add_argument("--out", default=None, help="output folder (default: a new scratch folder)")
     run.add_argument("--no-progress", action="store_true", help="no refreshing jobs table")
+    run.add_argument("--no-check", action="store_true", help="skip running one step of each job here first")
+    check = commands.add_parser("check", help="run one step of each job here, before any Ray")
+    check.add_argument("file", help="a .py or .toml job file")
+    twin = commands.add_parser("twin", help="replay recorded jobs in the simulator under many arrival sequences")
+    twin.add_argument("folders", nargs="+", help="recorded runs: the --out folders of jobs runs")
+    twin.add_argument("--nodes", type=int, nargs="+", default=[2], help="node counts M to compare at")
+    twin.add_argument("--loads", type=float, nargs="+", default=[0.2, 0.5], help="arrival probabilities per step")
+    twin.add_argument("--sequences", type=int, default=50, help="arrival sequences per load")
+    twin.add_argument("--policies", nargs="+", default=list(TWIN_POLICIES), help="allocators to compare")
+    twin.add_argument("--seed", type=int, default=0, help="seed of the arrival sequences")
+    twin.add_argument("--complete", default=None, metavar="FILE",
+                      help="the job file that was run: records that stop short are completed by running it here")
     forecast = commands.add_parser("forecast", help="FM and WLS forecast error on the jobs (Table 1's protocol)")
     forecast.add_argument("file", help="a .py or .toml job file")
     forecast.add_argument("--fm-checkpoint", default="", help="FM checkpoint (default: the shipped one)")
     forecast.add_argument("--no-bank", action="store_true", help="leave out the bank's test curves")
+    forecast.add_argument("--fraction", type=float, default=0.5,
+                          help="print the target that puts each job's crossing at this fraction of its budget")
+    forecast.add_argument("--crossings-only", action="store_true", help="print the crossings alone, not Table 1")
     return parser
 
 
@@ -51,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "forecast":
         return _forecast(args)
+    if args.command == "check":
+        return _check(args.file)
+    if args.command == "twin":
+        return _twin(args)
     try:
         require_ray("python -m mara_agents.live.jobs")
         jobs = load_jobs(args.file)
@@ -58,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         writable_folder(out, "--out")
     except (ModuleNotFoundError, JobFileError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.no_check and _checked(jobs, args.file) is None:
         return 2
     try:
         result = schedule(jobs, args.policy, args.nodes, args.address, out=out, max_active=args.max_active,
@@ -78,15 +106,71 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _forecast(args: argparse.Namespace) -> int:
-    from mara_agents.live.jobs.forecast import forecast_table
+    from mara_agents.live.jobs.forecast import crossing_table, forecast_table, offline_losses
 
+    if not 0 < args.fraction <= 2:
+        print(f"error: --fraction must be in (0, 2] (of each job's budget), got {args.fraction}", file=sys.stderr)
+        return 2
     try:
         jobs = load_jobs(args.file)
     except JobFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(forecast_table(jobs, fm_checkpoint=args.fm_checkpoint, with_bank=not args.no_bank))
+    losses = offline_losses(jobs)
+    print(crossing_table(jobs, losses, args.fraction))
+    if not args.crossings_only:
+        print()
+        print(forecast_table(jobs, fm_checkpoint=args.fm_checkpoint, with_bank=not args.no_bank, losses=losses))
     return 0
+
+
+def _twin(args: argparse.Namespace) -> int:
+    """``twin FOLDER ...``: the table of every policy on the recorded jobs; writes nothing."""
+    try:
+        if any(m < 1 for m in args.nodes):
+            raise ValueError(f"--nodes must be positive, got {args.nodes}")
+        recorded = load_recorded(args.folders)
+        short = {job.task.family for job in recorded.jobs if not job.exact}
+        if args.complete is not None:
+            recorded = complete(recorded, load_jobs(args.complete))
+        cells = run_twin(recorded, args.nodes, args.loads, args.sequences, args.policies, args.seed)
+    except (ValueError, TypeError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    completed = sorted(short - {job.task.family for job in recorded.jobs if not job.exact})
+    short = [job.task.family for job in recorded.jobs if not job.exact]
+    print(f"{len(recorded.jobs)} recorded jobs from {len(args.folders)} folder(s)"
+          + (f"; never ran, left out: {', '.join(recorded.unrecorded)}" if recorded.unrecorded else ""))
+    if completed:
+        print(f"completed by running {args.complete} here: {', '.join(completed)}")
+    print(f"records that stop before their target and budget (continued with their last loss): "
+          f"{', '.join(short) if short else 'none'}\n")
+    print(twin_table(cells, len(recorded.jobs)))
+    return 0
+
+
+def _check(file: str) -> int:
+    """``check FILE``: the jobs' first steps as a table, or one line per job that cannot run and exit 2."""
+    try:
+        jobs = load_jobs(file)
+    except JobFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    checked = _checked(jobs, file)
+    if checked is None:
+        return 2
+    print(format_checks(checked))
+    print(f"{len(checked)} jobs ran one step each here")
+    return 0
+
+
+def _checked(jobs: Sequence[Job], file: str) -> list[CheckedJob] | None:
+    """One step of each job run here; ``None``, after one line per job that cannot run, if any cannot."""
+    checked = check_all(jobs, file)
+    for row in checked:
+        if row.problem:
+            print(f"error: {row.problem}", file=sys.stderr)
+    return None if any(row.problem for row in checked) else checked
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import importlib
 import importlib.util
 import sys
 import tomllib
+import traceback
 import zlib
 from pathlib import Path
 from types import ModuleType
@@ -79,8 +80,17 @@ def _import_file(path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:  # the user's file: any error it raises is reported as one line
         del sys.modules[name]
-        raise JobFileError(f"{path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise JobFileError(f"{_where(path, exc)}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     return module
+
+
+def _where(path: Path, exc: BaseException) -> str:
+    """``path:LINE``, the line of ``path`` that raised ``exc`` (the last one on its traceback, or a syntax error's
+    own line), or ``path`` alone where the file is not on it."""
+    if isinstance(exc, SyntaxError) and exc.lineno is not None and exc.filename == str(path):
+        return f"{path}:{exc.lineno}"
+    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == str(path)]
+    return f"{path}:{lines[-1]}" if lines else str(path)
 
 
 def _function(reference: Any, base: Path, where: str) -> Any:

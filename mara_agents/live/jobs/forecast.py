@@ -16,6 +16,7 @@ user jobs' rows beside the bank's test curves.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -65,12 +66,43 @@ def score(queries: QuerySet, predictors: Mapping[str, Predictor]) -> list[BenchR
     return rows
 
 
+def offline_losses(jobs: Sequence[Job]) -> dict[str, np.ndarray]:
+    """Each job's losses run here, alone, to twice its budget (:func:`~mara_env.live.jobs.run_offline`)."""
+    return {job.name: run_offline(job, 2 * job.budget) for job in check_jobs(jobs)}
+
+
+def crossing_table(jobs: Sequence[Job], losses: Mapping[str, np.ndarray], fraction: float = 0.5) -> str:
+    """Where each job's tracked series crosses its target when it runs alone, and a target to pick instead.
+
+    ``crosses at`` is the first step c whose series is ≤ ε (``never`` within the 2·B steps run).  ``target for
+    k`` is the series' value at step k = ⌈fraction·B⌉: with it as ε the job crosses at step k, or earlier where
+    the series was already that low (``then crosses at``).  A job runs alone here; shared nodes only delay it.
+    """
+    if not 0 < fraction <= 2:
+        raise ValueError(f"fraction must be in (0, 2] (of the budget; the jobs run to 2·B), got {fraction!r}")
+    header = ("job", "metric", "B", "target", "crosses at", "c / B", "k", "target for k", "then crosses at")
+    rows = [header]
+    for job in jobs:
+        series = tracked(losses[job.name], job.metric, job.ema_decay)
+        crossing = crossing_batch(series, job.target)
+        k = min(math.ceil(fraction * job.budget), series.size)
+        pick = float(series[k - 1]) if k >= 1 else math.nan
+        rows.append((job.name, job.metric, str(job.budget), f"{job.target:.4g}",
+                     "never" if crossing is None else str(crossing),
+                     "-" if crossing is None else f"{crossing / job.budget:.2f}", str(k), f"{pick:.4g}",
+                     "-" if k < 1 else str(crossing_batch(series, pick))))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) if column < 2 else cell.rjust(width)
+                               for column, (cell, width) in enumerate(zip(row, widths))) for row in rows)
+
+
 def forecast_table(jobs: Sequence[Job], bank: str = str(DEFAULT_BANK), fm_checkpoint: str = "",
-                   with_bank: bool = True) -> str:
-    """Table 1 for the jobs (each run offline to 2·B steps here), and for the bank's test curves beside them."""
+                   with_bank: bool = True, losses: Mapping[str, np.ndarray] | None = None) -> str:
+    """Table 1 for the jobs (run offline to 2·B steps here unless ``losses`` holds them), and for the bank's
+    test curves beside them."""
     jobs = check_jobs(jobs)
     predictors = {"WLS": make_predictor("wls"), "FM": make_predictor("fm", fm_checkpoint)}
-    losses = {job.name: run_offline(job, 2 * job.budget) for job in jobs}
+    losses = offline_losses(jobs) if losses is None else losses
     queries = job_queries(jobs, losses)
     rows = score(queries, predictors) if queries is not None else []
     truth = {USER_JOBS: horizon_share(queries.truth, queries.query.cap)} if queries is not None else {}

@@ -199,10 +199,9 @@ class SharedAnswers:
             values[found, :common] = known[:, :common]
         if todo.size:
             values[todo, :fresh.shape[1]] = fresh
-        # None only where no row has samples (a predictor that does not sample); a sampling predictor's rows
-        # without samples (FM's tasks in warm-up, empty slots) stay NaN rows, as the predictor alone gives them.
-        samples = values[:, 1:]
-        return values[:, 0], (None if samples.shape[1] == 0 or np.isnan(samples).all() else samples)
+        # None only for a predictor that does not sample; a sampling predictor's rows without samples (FM's
+        # tasks in warm-up, empty slots) stay NaN rows, as the predictor alone gives them.
+        return values[:, 0], (values[:, 1:] if width > 1 else None)
 
     def _keep(self, identity: bytes, keys: np.ndarray, values: np.ndarray) -> None:
         """Queue computed rows for the predictor's files, writing a file once :data:`FLUSH_ROWS` are queued."""

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from mara_common import checks
 from curves.bank import DEFAULT_BANK, BankError
-from mara_agents.allocators.registry import POLICIES
 from mara_agents.play.checkpoints import CheckpointError, portable_path
-from mara_agents.evaluation.abandon_table import ACCEPTANCE_LOADS, is_abandoning, run_abandon, write_abandon
+from mara_agents.evaluation.abandon_table import ACCEPTANCE_LOADS, run_abandon, write_abandon
 from mara_agents.evaluation.abandon_table import METHODS as ABANDON_METHODS
 from mara_agents.evaluation.abandon_table import FILES as ABANDON_FILES
+from mara_agents.evaluation.argument_checks import check_abandon_flags, check_seeds
 from mara_agents.evaluation.cache import CacheError, ResultCache
 from mara_agents.evaluation.experiments import ALLOCATION_EXPERIMENTS, Selection, build_grids, plan
 from mara_agents.evaluation.extension_settings import SHIPPED, check_checkpoints, load_settings
@@ -200,10 +200,10 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         except RayEvaluationError as exc:
             parser.error(str(exc))
     if args.seeds is not None:
-        _check_seeds(parser, args.seeds, args.methods)
+        check_seeds(parser, args.seeds, args.methods)
     if args.readme is not None and not args.readme.is_file():
         parser.error(f"--readme {args.readme}: no such file (name the README whose Results section to replace)")
-    _check_abandon_flags(parser, args)
+    check_abandon_flags(parser, args)
     if "extensions" in args.experiments:
         if args.loads and not set(args.loads) & set(EXTENSION_LOADS):
             parser.error(f"--loads {' '.join(map(str, args.loads))}: the extensions experiment reports p = "
@@ -212,33 +212,6 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             check_checkpoints(load_settings(args.settings), str(args.settings))
         except ValueError as exc:
             parser.error(f"--settings: {exc}")
-
-
-def _check_abandon_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """An allocator that abandons tasks plays only in the abandon experiment (the others' env has no abandon
-    action), and the abandon experiment plays registered allocators only and splices no README section."""
-    abandoning = [m for m in args.methods or () if is_abandoning(m)]
-    if abandoning and args.experiments != ["abandon"]:
-        parser.error(f"--methods {abandoning[0]}: it abandons tasks (MARA-v0 with abandon=True), which only the "
-                     "abandon experiment plays; run `evaluate.py abandon` alone")
-    if "abandon" not in args.experiments:
-        return
-    users = [m for m in args.methods or () if is_import_path(m)] + args.policy
-    if users:
-        parser.error(f"{users[0]}: the abandon experiment plays registered allocators only")
-    if args.readme is not None and args.experiments == ["abandon"]:
-        parser.error("--readme: the abandon experiment writes results/abandon.md and splices no README section")
-
-
-def _check_seeds(parser: argparse.ArgumentParser, seeds: int, methods: Sequence[str] | None) -> None:
-    """Refuse a ``--seeds`` above what the methods (those named, else every registered one) ship: the run
-    would otherwise play fewer seeds than asked without a word."""
-    shipped = {name: spec_for(name).seeds for name in (methods or POLICIES) if not is_import_path(name)}
-    shipped = {name: found for name, found in shipped.items() if found}
-    if shipped and seeds > max(map(len, shipped.values())):
-        listed = ", ".join(f"{name} {len(found)}" for name, found in shipped.items())
-        parser.error(f"--seeds {seeds}: more training seeds than the methods ship ({listed}); ask for at most "
-                     f"{max(map(len, shipped.values()))}")
 
 
 def _is_full_default(args: argparse.Namespace) -> bool:

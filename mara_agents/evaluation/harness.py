@@ -218,7 +218,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
 def release_free_heap() -> None:
     """Give the C heap's free pages back to the operating system (glibc's ``malloc_trim``; elsewhere nothing).
 
-    A unit's short-lived arrays and tensors leave tens of MiB of freed heap that glibc keeps for reuse; a
+    A unit's short-lived arrays and tensors leave freed heap that glibc keeps for reuse; a
     worker that plays many units would carry it from one to the next on top of its live memory.
     """
     trim = _malloc_trim()

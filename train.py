@@ -1,7 +1,7 @@
 """Train MARA's two stages: ``python train.py fm …`` (the flow-matching predictor, stage I) and
 ``python train.py mat --seed S [--predictor fm|wls] [--reward shaped|sparse] [--steps 100000] [--device cuda]``
 (the MAT allocator, stage II); ``python train.py mat-il --seed S`` trains MAT-IL, our imitation recipe for the
-same allocator (not the paper's; ``docs/learned_allocator.md``).  ``python train.py {fm,mat,mat-il} --help``
+same allocator (not the paper's; ``docs/research/learned_allocator.md``).  ``python train.py {fm,mat,mat-il} --help``
 lists every setting; each command line is generated from the stage's settings dataclasses
 (:class:`~mara_agents.predictors.train.FMTrainConfig`, :class:`~mara_agents.training.config.MATTrainConfig`,
 :class:`~mara_agents.training.config.MATILConfig`), which check every setting — paths included — before any

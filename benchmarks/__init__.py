@@ -1,4 +1,4 @@
-"""Speed benchmarks: scripts that print figures (``docs/performance.md``), not part of what users install.
+"""Speed benchmarks: scripts that print figures (``docs/research/performance.md``), not part of what users install.
 
 Run each from the repository root as ``python -m benchmarks.NAME --help``:
 

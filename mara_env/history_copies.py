@@ -1,7 +1,7 @@
 """Copies of the vector env's loss-history buffer that recycle the copies nobody holds any more.
 
 With ``copy=True`` every observation carries a ``history`` array that no later step changes. Copying the whole
-(N, K, H_max) buffer on every step is a large part of a step's cost (``docs/performance.md``). Between two
+(N, K, H_max) buffer on every step is a large part of a step's cost (``docs/research/performance.md``). Between two
 observations, though, a step changes few entries: one loss per served task, and the rows of the tasks that
 leave or of the episodes that restart. So the copy handed out two observations ago, if nothing references it
 any more, is brought up to date by rewriting only the entries changed since, and handed out again.

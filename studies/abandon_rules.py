@@ -1,4 +1,4 @@
-"""The abandon thresholds on ``val`` (``docs/abandon_rules.md``): ``python -m studies.abandon_rules``.
+"""The abandon thresholds on ``val`` (``docs/research/abandon_rules.md``): ``python -m studies.abandon_rules``.
 
 Plays each abandoning allocator of :data:`mara_agents.allocators.abandon.ABANDONING` at every candidate threshold,
 and its base allocator without abandoning, on small ``id`` workloads drawn from ``val`` curves, in the

@@ -4,7 +4,7 @@ Table 1's protocol (:mod:`mara_agents.predictors.bench`: eight query prefixes pe
 budget-success accuracy) runs here on any split and index range, e.g. the ``val`` curves that decide what
 ships, never the ``test`` curves. The queries of one curve are not independent, so the confidence
 intervals resample *curves*: a curve bootstrap. Predictors are compared paired, on the same resampled
-curves. This is the data curve's measurement (docs/data_curve.md): FM trained on more curves, each scored
+curves. This is the data curve's measurement (docs/research/data_curve.md): FM trained on more curves, each scored
 on the same ``val`` set.
 """
 

@@ -1,7 +1,7 @@
 """How much more training data buys: ``python -m studies.data_curve``.
 
 Each *point* is a training-set size: the FM predictor, and the learned allocator's members, trained on the
-first N ``train`` curves per ID family (docs/data_curve.md gives the protocol and its rules). Every point is
+first N ``train`` curves per ID family (docs/research/data_curve.md gives the protocol and its rules). Every point is
 scored on the same ``val`` curves (never ``test``):
 
 * FM's capped MAE and budget-success accuracy, with curve-bootstrap confidence intervals, on all the chosen

@@ -1,4 +1,4 @@
-"""Choose the settings beyond the paper by the rule of ``docs/extensions.md``:
+"""Choose the settings beyond the paper by the rule of ``docs/research/extensions.md``:
 ``python -m studies.extension_selection select --bank B --fm-checkpoint F --out DIR``.
 
 Every candidate of the rule (:data:`CANDIDATES`: node speeds that keep the default's 7 batches per step on
@@ -74,7 +74,7 @@ class Candidate:
 
 
 def choose(candidates: Sequence[Candidate]) -> Candidate | None:
-    """The rule of ``docs/extensions.md`` for one kind: of the candidates whose best hand-written success lies
+    """The rule of ``docs/research/extensions.md`` for one kind: of the candidates whose best hand-written success lies
     in :data:`BAND`, the one with the largest headroom — unless one within :data:`NEAR` point of it is closer
     to the default (more nodes, smaller c), which is then chosen (the closest such).  None if none is in band."""
     band = [c for c in candidates if BAND[0] <= c.best <= BAND[1]]
@@ -229,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [NamedSetting(kind.replace(" ", "-"), s.setting)
               for kind, s in picks.items() if s is not None]
     save_settings(args.out / "chosen_settings.json", chosen,
-                  {"chosen_by": "docs/extensions.md, the rule; python -m studies.extension_selection select",
+                  {"chosen_by": "docs/research/extensions.md, the rule; python -m studies.extension_selection select",
                    "candidates": names})
     print(text)
     print("chosen: " + ", ".join(f"{kind}: {name or 'none in band'}" for kind, name in names.items()))

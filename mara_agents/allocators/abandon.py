@@ -23,7 +23,7 @@ The three rules, each from the estimate its allocator already has:
   exceeds ``threshold`` × steps left (or q ≤ 0).  Curves flatten, so linear extrapolation is optimistic and
   the rule errs on the side of keeping a task.
 
-The thresholds are chosen on ``val`` workloads under the rule written in ``docs/abandon_rules.md`` before the
+The thresholds are chosen on ``val`` workloads under the rule written in ``docs/research/abandon_rules.md`` before the
 runs; the registry builds each with its chosen value.  None of these methods is in the default evaluation
 (``evaluate.py abandon`` plays them), and the base allocators are unchanged.
 """
@@ -201,7 +201,7 @@ def edf_abandoning(threshold: float, make_room: bool = False) -> AbandoningPolic
     return AbandoningPolicy(decide, score, base.reset, make_room, base, threshold)
 
 
-# name → (base allocator, predictor, the candidate thresholds of docs/abandon_rules.md, the threshold and the
+# name → (base allocator, predictor, the candidate thresholds of docs/research/abandon_rules.md, the threshold and the
 # make_room setting chosen on val)
 ABANDONING = {
     "slack-fm+abandon": ("slack", "fm", (0.05, 0.125, 0.25), 0.05, True),

@@ -129,11 +129,11 @@ POLICIES: dict[str, Method] = {method.name: method for method in (
     Method("lara-fm", "LARA-FM", _predictive("lara", "fm")),
     Method("slack-fm", "FM-slack", _predictive("slack", "fm")),  # not in the paper (allocators/slack.py)
     # not the paper's recipe: DAgger from a privileged expert into students that start as FM-slack, then PPO;
-    # three independently trained members decoded as one (docs/learned_allocator.md)
+    # three independently trained members decoded as one (docs/research/learned_allocator.md)
     Method("mat-il-ens", "MAT-IL ensemble (ours)", _mat_ensemble("mat-il-ens"), TRAINING_SEEDS),
     Method("fifo", "FIFO", FIFOPolicy),
     Method("edf", "EDF", EDFPolicy),
-    # stop what cannot finish: each needs MARA-v0 with abandon=True (docs/abandon_rules.md)
+    # stop what cannot finish: each needs MARA-v0 with abandon=True (docs/research/abandon_rules.md)
     Method("slack-fm+abandon", "FM-slack + abandon", _abandoning("slack-fm+abandon"), abandon=True),
     Method("lara+abandon", "LARA + abandon", _abandoning("lara+abandon"), abandon=True),
     Method("edf+abandon", "EDF + abandon", _abandoning("edf+abandon"), abandon=True),
@@ -141,7 +141,7 @@ POLICIES: dict[str, Method] = {method.name: method for method in (
     Method("random", "Random", RandomPolicy, (0,)),  # seeded, so that reruns match
     # trained by sb3-contrib, not by this project; seeds: those of the shipped checkpoints
     Method("maskable-ppo", "MaskablePPO (SB3, third-party)", make_maskable_ppo, shipped_seeds()),
-    # the same kinds of learner on MARA-Forecast-v0, with FM's forecast in the observation (docs/third_party.md)
+    # the same kinds of learner on MARA-Forecast-v0, with FM's forecast in the observation (docs/research/third_party.md)
     Method("maskable-ppo-fm", "MaskablePPO + FM forecast (SB3, third-party)", make_maskable_ppo_fm,
            shipped_seeds(FORECAST_DIR)),
     Method("cleanrl-ppo-fm", "CleanRL PPO + FM forecast (third-party)", make_cleanrl_ppo_fm,

@@ -67,7 +67,7 @@ def shipped_seeds(directory: Path = THIRD_PARTY_DIR, stem: str = f"{_PREFIX}*", 
 
 class _NoOptimizer:
     """Stands in for the policy's Adam: playing needs no optimizer, and building a torch optimizer imports
-    ``torch._dynamo`` (with SymPy) into every process that plays the method (its memory: ``docs/performance.md``)."""
+    ``torch._dynamo`` (with SymPy) into every process that plays the method (its memory: ``docs/research/performance.md``)."""
 
     def __init__(self, params: Any, **kwargs: Any):
         del params, kwargs

@@ -54,7 +54,7 @@ METRICS = (("success_rate", "success (%)", 100.0, 1), (WASTED_KEY, "wasted node-
 COLUMNS = ("method", "label", "seed", "task_set", "load", "root", "episode", "tasks", "successes",
            *(metric for metric, _, _, _ in METRICS), "utilisation")
 FILES = ("abandon.csv", "abandon.md", "abandon.json")
-TEXT = ("Every hand-written allocator with and without its abandon rule (`docs/abandon_rules.md`: the rules and "
+TEXT = ("Every hand-written allocator with and without its abandon rule (`docs/research/abandon_rules.md`: the rules and "
         "thresholds were chosen on `val` curves before this table was played), on the ID test workloads, in "
         "`MARA-v0` with `abandon=True` (an allocator without a rule never abandons and plays the default "
         "episode). Per episode: success, wasted node-steps (node-steps that served a task that did not succeed), "

@@ -59,8 +59,8 @@ experiments (default: all):
   table4       operational diagnostics over all loads            table5   dense vs sparse reward
   families     success by task family at p = 0.04                clairvoyant  bounds per workload
   compare      paper vs ours, cell by cell
-  extensions   node speeds and switching costs (docs/extensions.md), p = 0.04 and 0.07; only when named
-  abandon      every hand-written allocator with and without abandoning (docs/abandon_rules.md), ID test
+  extensions   node speeds and switching costs (docs/research/extensions.md), p = 0.04 and 0.07; only when named
+  abandon      every hand-written allocator with and without abandoning (docs/research/abandon_rules.md), ID test
                workloads, p = 0.04 … 0.07; only when named
 
 examples:

@@ -27,7 +27,7 @@ REFERENCE_NOTE = ("FM-slack is not in the paper: a hand-written allocator over t
                   "mara_agents/allocators/slack.py).")
 # Not in the paper either: an off-the-shelf RL library's agent (mara_agents/allocators/third_party.py), shown in
 # Table 2 as what a general-purpose trainer reaches on this benchmark without any of the paper's machinery.
-# The "+ FM forecast" rows are the same kinds of learner on MARA-Forecast-v0 (docs/third_party.md): what a
+# The "+ FM forecast" rows are the same kinds of learner on MARA-Forecast-v0 (docs/research/third_party.md): what a
 # standard learner reaches when it sees the paper's forecast.
 THIRD_PARTY_METHODS = ("maskable-ppo", "maskable-ppo-fm", "cleanrl-ppo-fm")
 FORECAST_THIRD_PARTY = "maskable-ppo-fm"  # its paired table shows what the forecast buys the same learner
@@ -37,14 +37,14 @@ THIRD_PARTY_NOTE = ("MaskablePPO is a third-party trainer, not in the paper: sb3
                     "train on MARA-Forecast-v0, whose observation adds FM's forecast per slot (predicted remaining "
                     "batches, slack, FM-slack's order and joint action): MaskablePPO with 16 envs × 128 steps per "
                     "update, and a CleanRL-style PPO on the native vector env (examples/cleanrl_ppo.py), 400k env "
-                    "steps per seed each (docs/third_party.md).")
-# Not in the paper: our own learned allocator, the best we ship (docs/learned_allocator.md says how it was
+                    "steps per seed each (docs/research/third_party.md).")
+# Not in the paper: our own learned allocator, the best we ship (docs/research/learned_allocator.md says how it was
 # chosen): the same MAT trained by another recipe, shown beside the paper's methods with its paired comparison against FM-slack and MARA.
 OURS_METHODS = ("mat-il-ens",)
 OURS_NOTE = ("MAT-IL ensemble is ours, not the paper's: three of the paper's MAT over FM decoded as one, each "
              "trained by DAgger from an expert that reads the true remaining demand (training only), starting "
              "from the slack ranking over FM's estimates, then PPO held near that policy "
-             "(docs/learned_allocator.md).")
+             "(docs/research/learned_allocator.md).")
 # The methods each experiment shows by default; --methods replaces them (except Table 5, a fixed ablation pair).
 DEFAULT_METHODS = {
     "table2": MAIN_METHODS + REFERENCE_METHODS + OURS_METHODS + THIRD_PARTY_METHODS,

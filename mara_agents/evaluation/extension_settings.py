@@ -4,7 +4,7 @@ A :class:`NamedSetting` is a :class:`~mara_agents.mat.setting.Setting` — a nod
 speeds and a switching cost c (the env options of ``docs/environment.md``, "Beyond the paper") — under a name,
 with the learned allocators trained in it.  The reported settings
 are kept in a JSON file (:data:`SHIPPED`), chosen by ``python -m studies.extension_selection select``
-under the rule of ``docs/extensions.md``::
+under the rule of ``docs/research/extensions.md``::
 
     {"settings": [{"name": "speeds", "num_nodes": 4, "node_speeds": [1, 1, 1, 4], "switch_cost": 0,
                    "learned": [{"label": "MARA", "method": "mara", "checkpoint": "runs/x/best.pt"},

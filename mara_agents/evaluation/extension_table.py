@@ -43,7 +43,7 @@ FAIRNESS = ((MIN_KEY, "min family (%)", 100.0), (JAIN_KEY, "Jain", 1.0))
 COLUMNS = ("setting", "method", "label", "seed", "task_set", "load", "root", "episode", "tasks", "successes",
            "success_rate", MIN_KEY, JAIN_KEY, "utilisation", "setup")
 FILES = ("extensions.csv", "extensions.md", "extensions.json")
-TEXT = ("Settings beyond the paper (docs/extensions.md says how they were chosen, on `val` curves only): node "
+TEXT = ("Settings beyond the paper (docs/research/extensions.md says how they were chosen, on `val` curves only): node "
         "speeds (`node_speeds`, batches per step of each node) and a switching cost (`switch_cost`, setup steps "
         "before a task runs on a node that did not serve it the step before), on the ID test workloads. The "
         "hand-written allocators use their extensions of docs/agents.md; the learned ones were trained with the "

@@ -11,7 +11,7 @@ choices carry its own node rows and its own learned stay term, and the sum is ov
 greedy decoding then follows :func:`~mara_agents.mat.model.placing_greedy_choice`, as one such member does.
 
 Independently trained policies disagree where each departs from the shared ranking; summing their
-log-probabilities keeps what they agree on; ``docs/learned_allocator.md`` gives the ensembles' scores on the
+log-probabilities keeps what they agree on; ``docs/research/learned_allocator.md`` gives the ensembles' scores on the
 ``val`` check beside their members'.
 
 Each member encodes on its own; the decoder rows of all members run together over their stacked weights

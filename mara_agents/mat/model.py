@@ -14,7 +14,7 @@
 * **FM-slack prior** (ours, off by default) — with ``slack_prior`` every node's pointer logits get
   −scale · (the slot's rank in FM-slack's order), idle ranked last, with ``scale`` learned from 3.0.  An
   untrained model then serves what FM-slack serves (``tests/agents/test_slack_prior.py``), and imitation
-  moves it only where the expert's labels keep disagreeing with that order (``docs/learned_allocator.md``).
+  moves it only where the expert's labels keep disagreeing with that order (``docs/research/learned_allocator.md``).
   The ranks come as the tokens' last column and are not features.
 
 Teacher forcing (training) runs the decoder over all M positions at once under a causal mask; sequential

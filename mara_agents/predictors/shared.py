@@ -39,7 +39,7 @@ from mara_agents.predictors.base import Predictor, PredictorQuery
 from mara_agents.predictors.digest_table import DigestTable, as_keys
 
 MIN_INVARIANT_BATCH = 3  # rows per call from which FM's answers no longer depend on the batch (checked below)
-CAPACITY = 600_000  # rows held at most, in memory (its size: docs/performance.md) and in each predictor's files
+CAPACITY = 600_000  # rows held at most, in memory (its size: docs/research/performance.md) and in each predictor's files
 FLUSH_ROWS = 50_000  # computed rows written to one answer file
 
 

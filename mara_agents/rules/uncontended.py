@@ -7,7 +7,7 @@ order is as good as the allocator's own.  The greedy MAT (:mod:`~mara_agents.mat
 (:mod:`~mara_agents.allocators.slack`) therefore ask their predictor and their ranking only for the
 *contended* observations of a batch (more occupied slots than nodes).  In the shipped evaluation that skips
 a large share of the rows, and the evaluation's episode rows stay byte-identical (figures in
-``docs/performance.md``, "The evaluation in nine minutes").
+``docs/research/performance.md``, "The evaluation in nine minutes").
 """
 
 from __future__ import annotations

@@ -248,4 +248,4 @@ def test_the_shipped_settings_file_loads_and_both_combines_the_other_two():
     assert set(settings) == {"speeds", "switch-cost", "both"}
     assert settings["both"].node_speeds == settings["speeds"].node_speeds
     assert settings["both"].switch_cost == settings["switch-cost"].switch_cost > 0
-    assert sum(settings["speeds"].node_speeds) == 7  # the default's capacity, on fewer nodes (docs/extensions.md)
+    assert sum(settings["speeds"].node_speeds) == 7  # the default's capacity, on fewer nodes (docs/research/extensions.md)

@@ -33,7 +33,7 @@ def compute_sobol_gaussian(n_samples: int, dim: int, seed: int) -> np.ndarray:
 @lru_cache(maxsize=16)
 def _sobol_gaussian(n_samples: int, dim: int, seed: int) -> np.ndarray:
     # The shipped model's points are read from a file made by compute_sobol_gaussian (a test checks them bit for
-    # bit): importing scipy.stats would add its memory to every process that runs FM (docs/performance.md).
+    # bit): importing scipy.stats would add its memory to every process that runs FM (docs/research/performance.md).
     if (n_samples, dim, seed) == (N_SAMPLES, SHIPPED_DIM, SOBOL_SEED):
         return np.load(SHIPPED_POINTS)
     return compute_sobol_gaussian(n_samples, dim, seed)

@@ -63,6 +63,8 @@ BOUNDS = (ORACLE, CLAIRVOYANT)
 BOUND_NOTE = ("Oracle: independent feasibility (each task alone). Clairvoyant: the most tasks any schedule "
               "could complete with every curve known, respecting M nodes, one node per task, windows and "
               "budgets but not the K-slot admission limit; Oracle ≥ Clairvoyant ≥ any policy per episode.")
+# The notes every table that shows these methods carries; a page holding many tables gives them once.
+SHARED_NOTES = (BOUND_NOTE, REFERENCE_NOTE, OURS_NOTE, THIRD_PARTY_NOTE)
 SKIPPED = "skipped"
 
 

@@ -77,14 +77,14 @@ FLAG_CASES = [
     (["--readme", "/proc/version"], ["--readme", "/proc/version"]),
     (["--unknown-flag"], ["--unknown-flag"]),
     (["--cache", "{tmp}/out/episodes.csv"], ["--cache", "episodes.csv", "writes this file itself"]),
-    (["--readme", "{readme}"], ["--readme", "README_results.md", "writes this file itself"]),
+    (["--readme", "{readme}"], ["--readme", "table2.md", "writes this file itself"]),
 ]
 
 
 @pytest.mark.parametrize(("argv", "words"), FLAG_CASES, ids=[" ".join(a) for a, _ in FLAG_CASES])
 def test_every_flag_is_checked_at_the_door(argv, words, tmp_path, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    a_file, readme = tmp_path / "a-file", tmp_path / "out" / "README_results.md"
+    a_file, readme = tmp_path / "a-file", tmp_path / "out" / "table2.md"
     a_file.write_text("x")
     readme.parent.mkdir()
     readme.write_text("## Results\n")

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from eval_fixtures import workloads_fixture  # noqa: F401  (provides the workloads_dir fixture)
 
+from mara_agents.evaluation.experiments import BOUND_NOTE
+
 ROOT = Path(__file__).resolve().parents[2]
 TOY = "eval_toy_policy:ToyPolicy"
 # Table 1 and Table 5 always use the shipped FM and MAT checkpoints, which would make this smoke test slow;
@@ -21,11 +23,16 @@ TOY = "eval_toy_policy:ToyPolicy"
 EXPERIMENTS = ["table2", "table3", "fig4", "table4", "families", "clairvoyant", "compare"]
 
 
+def page_of(out: Path) -> Path:
+    """The Markdown page whose "Results" section a quick run rewrites (in a folder of its own under ``out``)."""
+    return out / "pages" / "results.md"
+
+
 def quick_command(bank_dir: Path, workloads_dir: Path, out: Path) -> tuple[list[str], dict[str, str]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent)])}
     command = [sys.executable, "evaluate.py", *EXPERIMENTS, "--quick", "--bank", str(bank_dir), "--workloads",
                str(workloads_dir), "--out", str(out), "--methods", "fifo", "edf",
-               "--policy", TOY, "--no-progress"]
+               "--policy", TOY, "--no-progress", "--readme", str(page_of(out))]
     return command, env
 
 
@@ -33,6 +40,8 @@ def quick_command(bank_dir: Path, workloads_dir: Path, out: Path) -> tuple[list[
 def quick_run(bank_dir: Path, workloads_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """One quick run with FIFO, EDF and a user policy (learned methods would make the suite slow)."""
     out = tmp_path_factory.mktemp("results")
+    page_of(out).parent.mkdir()
+    page_of(out).write_text("# Results page\n\nKept as written.\n")
     command, env = quick_command(bank_dir, workloads_dir, out)
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -79,17 +88,25 @@ def test_oracle_bounds_clairvoyant_bounds_every_method_per_episode(quick_run):
         assert all(episode["clairvoyant"] >= value for method, value in episode.items() if method != "oracle")
 
 
-def test_it_writes_every_table_figure_and_the_readme_section(quick_run):
+def test_it_writes_every_table_figure_and_the_summary(quick_run):
     _, out = quick_run
     for name in ("table2", "table3", "table4", "fig4", "families", "clairvoyant", "compare"):
         assert (out / f"{name}.md").read_text().startswith("**")
     assert (out / "fig4_load_generalisation.png").stat().st_size > 0
-    readme = (out / "README_results.md").read_text()
-    assert readme.startswith("## Results") and "Clairvoyant" in readme and "fig4_load_generalisation.png" in readme
     summary = json.loads((out / "summary.json").read_text())
     assert summary["sanity_violations"] == []
     table2 = summary["grids"]["table2"]
     assert table2["cells"]["Average"]["Oracle"]["runs"] == 2
+
+
+def test_the_page_gets_a_results_section_with_each_shared_note_once_and_figures_that_resolve(quick_run):
+    _, out = quick_run
+    page = page_of(out).read_text()
+    assert page.startswith("# Results page\n\nKept as written.\n\n## Results\n\nThis run: ")
+    assert page.count(BOUND_NOTE) == 1 and page.count("### ") >= 7
+    assert page.index(BOUND_NOTE) < page.index("### Main results")
+    assert "../fig4_load_generalisation.png" in page and (page_of(out).parent / "../fig4_load_generalisation.png").is_file()
+    assert BOUND_NOTE in (out / "table2.md").read_text()  # each table's own file keeps its whole note
 
 
 def read_family_rows(out: Path) -> list[dict[str, str]]:

@@ -90,4 +90,4 @@ class CrossingRule:
 
 
 CROSSING = CrossingRule()
-"""The benchmark's default ε rule (chosen on train/val curves; ``docs/workloads.md`` records how)."""
+"""The benchmark's default ε rule (chosen on train/val curves; ``docs/research/workloads_rules.md`` records how)."""

@@ -6,5 +6,5 @@ Run each from the repository root as ``python -m studies.NAME --help``:
 * :mod:`studies.curve_scores` — predictor accuracy on chosen curves, with CIs over curves.
 * :mod:`studies.learning_curve` — validation success against env steps, from a run's snapshots.
 * :mod:`studies.extension_selection` — choosing the node settings beyond the paper (``docs/research/extensions.md``).
-* :mod:`studies.workload_report` — whether a workload separates the allocators (``docs/workloads.md``).
+* :mod:`studies.workload_report` — whether a workload separates the allocators (``docs/research/workloads_rules.md``).
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-from doc_numbers import disagreements, marker_problem, write_blocks  # noqa: E402
+from doc_numbers import disagreements, marker_problem, source_value, write_blocks  # noqa: E402
 
 CELL = "results/summary.json#grids/paired/cells/Average/MARA − LARA"
 
@@ -81,3 +81,9 @@ def test_the_feature_reference_lists_every_feature_the_env_builds_in_order():
     listed = [line.split("|")[3].strip().strip("`") for line in observation_features(ROOT).splitlines()[2:]]
     assert listed == [*features.TASK_FEATURES, *features.GLOBAL_FEATURES, *features.NODE_FEATURES,
                       *features.SLOT_NODE_FEATURES]
+
+
+def test_a_name_holding_a_slash_is_written_as_in_json_pointer(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps({"cells": {"Tasks/episode": 20.2, "a~b": 1.0}}))
+    assert source_value(tmp_path, "s.json", "cells/Tasks~1episode") == 20.2
+    assert source_value(tmp_path, "s.json", "cells/a~0b") == 1.0

@@ -46,10 +46,10 @@ def _load(root: Path, source: str) -> Any:
 
 
 def source_value(root: Path, source: str, key: str) -> Any:
-    """The value at ``key`` (names separated by ``/``) in the generated file ``source``; ValueError naming the
-    first missing name."""
+    """The value at ``key`` (names separated by ``/``; a name holding ``/`` writes it ``~1`` and ``~`` as ``~0``,
+    as JSON Pointer does) in the generated file ``source``; ValueError naming the first missing name."""
     value = _load(root, source)
-    for name in key.split("/"):
+    for name in (part.replace("~1", "/").replace("~0", "~") for part in key.split("/")):
         if not isinstance(value, dict) or name not in value:
             raise ValueError(f"{source}#{key}: no '{name}' there")
         value = value[name]

@@ -94,8 +94,8 @@ def _subsets(count: int) -> tuple[np.ndarray, np.ndarray]:
 def largest_feasible_subset(demand: np.ndarray, window: np.ndarray, num_nodes: int, rate: int = 1) -> np.ndarray:
     """Indices of a largest feasible subset, in deadline order.
 
-    ``rate`` > 1 is the relaxed test of nodes with speeds (``docs/agents.md``, "Node speeds and switching
-    costs"): a task runs at most ``rate`` (the fastest speed) batches per step and ``num_nodes`` is then the
+    ``rate`` > 1 is the relaxed test of nodes with speeds (``docs/research/agents_notes.md``, "Node speeds
+    and switching costs"): a task runs at most ``rate`` (the fastest speed) batches per step and ``num_nodes`` is then the
     batches all nodes run per step (the sum of their speeds).
 
     Include/exclude tree search over tasks in (deadline, demand) order, include branch first; among equally large

@@ -8,7 +8,7 @@ stage, as the per-slot one-hots ``slack_node_j`` (:mod:`mara_agents.envs.forecas
 those actions and records (flat observation, action mask, expert joint action) at every step.
 
 A learner on ``MARA-v0`` sees the same states without the forecast. The flat observation of
-``MARA-Forecast-v0`` is ``MARA-v0``'s followed by the forecast block (docs/environment.md, "Where they go"), so
+``MARA-Forecast-v0`` is ``MARA-v0``'s followed by the forecast block (docs/environment.md, "MARA-Forecast-v0"), so
 ``observation[:, :base]`` (:func:`forecast_start`) is exactly what that learner would have seen.
 
 :func:`clone` then maximises the masked log-likelihood of the expert's per-node actions under

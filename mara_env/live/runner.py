@@ -33,7 +33,7 @@ STARTUP_TIMEOUT_S = 120.0
 RESTART_WAITS = 120  # a batch waits at most this many polls (of POLL_S) for its node's actor to come back
 POLL_S = 0.5  # the dispatch loop wakes at least this often: step timeouts and Ctrl-C are handled promptly
 # Ray starts worker processes at niceness 15, so on a machine where other processes run at the default priority a
-# node gets a few per cent of a core and may not start in time (docs/ray.md, "Priority").  A node is the compute
+# node gets a few per cent of a core and may not start in time (docs/research/ray_notes.md, "Priority").  A node is the compute
 # of the step the env waits for, so it runs at the default priority.  (Ray's job supervisor sets the same
 # variable the same way.)
 NODE_RUNTIME_ENV = {"env_vars": {"RAY_worker_niceness": "0"}}

@@ -9,7 +9,7 @@ monotone in it).  OOD families draw ε log-uniformly from [a, b]; the range's lo
 spread of the families' reachable losses (so tasks differ) capped at ×/÷ 1.1, and its position is found by
 bisection.  Budget
 rules are the paper's (Table 6) and stay fixed: curve lengths depend on them.  The rules go into the manifest
-through ``BankWriter.declare_family``; ``--datasheet`` also rewrites the calibration table in curves/README.md.
+through ``BankWriter.declare_family``; ``--datasheet`` also rewrites the calibration tables in curves/tables.md.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ TARGET = 0.70  # the paper's share of tasks feasible alone
 # OOD ε ranges span at most ×/÷ 1.1 around their centre, like the ID rule's U[0.9, 1.1]: wider ranges (a family
 # whose curves differ a lot) would reach above the first-batch loss and make some tasks trivially feasible.
 MAX_HALF_WIDTH = math.log(1.1)
-DATASHEET = Path(__file__).resolve().parent / "README.md"
+DATASHEET = Path(__file__).resolve().parent / "tables.md"  # the generated tables the datasheet links
 START, END = "<!-- calibration:start -->", "<!-- calibration:end -->"
 CROSSING_START, CROSSING_END = "<!-- crossing:start -->", "<!-- crossing:end -->"
 CHOICE_SPLITS = ("train", "val")
@@ -222,14 +222,14 @@ def replace_block(path: Path, start: str, end: str, body: str) -> None:
 
 
 def write_datasheet(rows: list[dict[str, Any]], crossing: list[dict[str, Any]], path: Path = DATASHEET) -> None:
-    """Rewrite the datasheet's two calibration tables (paper rules, crossing rule)."""
+    """Rewrite the two calibration tables (paper rules, crossing rule) of the datasheet's generated tables."""
     replace_block(path, START, END, markdown_table(rows))
     replace_block(path, CROSSING_START, CROSSING_END, crossing_table(crossing))
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """The bank must hold a manifest, and the files a run writes must be writable before it starts: the bank
-    (unless ``--report-only``) and, with ``--datasheet``, curves/README.md."""
+    (unless ``--report-only``) and, with ``--datasheet``, curves/tables.md."""
     if not args.report_only:
         writable_dir("--bank", args.bank)
     if not (args.bank / MANIFEST).is_file():
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bank", default=str(DEFAULT_BANK), type=argparse_type(existing_dir, "--bank"))
     parser.add_argument("--target", default=TARGET, help="feasibility to aim for, in (0, 1)",
                         type=argparse_type(number, "--target", float, low=0.0, high=1.0, low_open=True))
-    parser.add_argument("--datasheet", action="store_true", help="rewrite the table in curves/README.md")
+    parser.add_argument("--datasheet", action="store_true", help="rewrite the calibration tables in curves/tables.md")
     parser.add_argument("--report-only", action="store_true",
                         help="tabulate the manifest's current rules without recalibrating (writes no bank file)")
     parser.add_argument("--calibrate-on", nargs="+", default=None, metavar="SPLIT=N",

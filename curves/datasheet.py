@@ -1,7 +1,7 @@
 """Facts for the datasheet: model parameter counts, CPU time per family, and stress-task support.
 
 ``python -m curves.datasheet [--timings FILE] [--write]`` prints the cost table (and with ``--write`` puts
-it and the stress table into curves/README.md).  Parameter counts need each family's
+it and the stress table into curves/tables.md).  Parameter counts need each family's
 input shape, so the family's data source is loaded (the shipped sources load in seconds).
 """
 
@@ -86,14 +86,14 @@ def stress_table(bank_root: Path = DEFAULT_BANK) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the datasheet's cost table; ``--write`` also puts it into curves/README.md.  Flags and the files
+    """Print the datasheet's cost table; ``--write`` also puts it into curves/tables.md.  Flags and the files
     they name are checked before any work (one line, exit status 2)."""
     parser = Parser(prog="python -m curves.datasheet", description=__doc__.split("\n")[0])
     parser.add_argument("--timings", type=argparse_type(existing_file, "--timings"), default=None,
                         help="JSON lines written by the generator")
     parser.add_argument("--families", nargs="+", default=SHIPPED, metavar="FAMILY",
                         type=argparse_type(choice, "--families", choices=sorted(FAMILIES)))
-    parser.add_argument("--write", action="store_true", help="replace the cost table in curves/README.md")
+    parser.add_argument("--write", action="store_true", help="replace the cost and stress tables in curves/tables.md")
     args = parse(parser, argv, lambda parsed: writable_file("--write", DATASHEET) if parsed.write else None)
     if isinstance(args, int):
         return args

@@ -1,7 +1,7 @@
 """A synthetic stand-in for the YESNO corpus: isolated "yes"/"no" words spoken by espeak-ng.
 
 OpenSLR's waves_yesno holds 60 recordings of 8 yes/no words by one speaker; here each clip is one word (why:
-``curves/README.md``, "The data"), and the model's per-word read-out is used with ``words = 1``.  Clips vary
+``docs/research/bank_notes.md``), and the model's per-word read-out is used with ``words = 1``.  Clips vary
 voice (8 English accents × 11 voice variants), pitch, speed and amplitude, and get white noise at a random
 SNR, so the task is not trivially separable.  Features are log-mel (40 bands, a hop of 1,024 samples at
 22,050 Hz) standardised over the set; clips are cached under ~/.cache/mara-curves because synthesis takes a

@@ -18,7 +18,7 @@ from curves.data.text import build_vocab, encode, tokenize
 
 INSTALL_HINT = "sudo apt-get install bible-kjv   (provides /usr/bin/bible and the bible-kjv-text data)"
 VOCAB_SIZE = 8000
-MAX_LEN = 48  # words kept per verse: all but the longest verses fit (curves/README.md)
+MAX_LEN = 48  # words kept per verse: all but the longest verses fit (docs/research/bank_notes.md)
 
 
 def read_verses() -> list[tuple[str, str]]:

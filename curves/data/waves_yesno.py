@@ -12,7 +12,7 @@ from curves.data.errors import missing_under
 from curves.data.logmel import fix_frames, log_mel
 
 WORDS = 8
-FRAMES = 128  # hops of 256 samples at 8 kHz: a recording's first 4.1 s (curves/README.md); standards: definition
+FRAMES = 128  # hops of 256 samples at 8 kHz: a recording's first 4.1 s (docs/research/bank_notes.md); standards: definition
 
 
 def find_yesno(data_root: str | Path | None) -> Path | None:

@@ -83,6 +83,20 @@ def test_the_feature_reference_lists_every_feature_the_env_builds_in_order():
                       *features.SLOT_NODE_FEATURES]
 
 
+def test_the_options_reference_lists_every_config_field_in_order_with_its_default():
+    import dataclasses
+
+    from doc_numbers import config_options
+
+    from mara_env.config import MARAConfig
+
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in config_options(ROOT).splitlines()[2:]]
+    fields = dataclasses.fields(MARAConfig)
+    assert [row[0].strip("`") for row in rows] == [field.name for field in fields]
+    assert [row[1].strip("`") for row in rows] == [repr(field.default) for field in fields]
+    assert all(row[2].endswith(".") for row in rows)  # each meaning is a whole sentence of the field's docstring
+
+
 def test_a_name_holding_a_slash_is_written_as_in_json_pointer(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps({"cells": {"Tasks/episode": 20.2, "a~b": 1.0}}))
     assert source_value(tmp_path, "s.json", "cells/Tasks~1episode") == 20.2

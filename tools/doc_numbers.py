@@ -19,6 +19,7 @@ number or block that disagrees with its source as ``file:line``.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -160,6 +161,28 @@ def observation_features(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def config_options(root: Path) -> str:
+    """Every ``MARAConfig`` field with its default and the first sentence of its docstring, read from
+    ``mara_env/config.py`` (the field and the string literal after it), so the options table is the code's."""
+    tree = ast.parse((root / "mara_env" / "config.py").read_text())
+    config = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "MARAConfig")
+    lines = ["| option | default | meaning |", "|---|---|---|"]
+    for field, after in zip(config.body, config.body[1:]):
+        if not (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)):
+            continue
+        doc = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) else ""
+        meaning = _first_sentence(" ".join(str(doc).split())).replace("``", "`").replace("|", "\\|")
+        default = "—" if field.value is None else f"`{ast.unparse(field.value)}`"
+        lines.append(f"| `{field.target.id}` | {default} | {meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+def _first_sentence(text: str) -> str:
+    """``text`` up to its first full stop that ends a sentence (one followed by a space and a capital, or the end)."""
+    match = re.match(r"(.*?\.)(?=\s+[A-Z(`]|$)", text)
+    return match.group(1) if match else text
+
+
 def quickstart_allocator(root: Path) -> str:
     """The quickstart's allocator class, as ``examples/quickstart.py`` defines it."""
     source = (root / "examples" / "quickstart.py").read_text()
@@ -172,6 +195,7 @@ def quickstart_allocator(root: Path) -> str:
 BLOCKS: dict[str, Callable[[Path], str]] = {"readme-table2": readme_table2, "make-run-sample": make_run_sample,
                                             "registered-allocators": registered_allocators,
                                             "observation-features": observation_features,
+                                            "config-options": config_options,
                                             "quickstart-allocator": quickstart_allocator}
 
 

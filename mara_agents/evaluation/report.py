@@ -50,16 +50,11 @@ FIGURES = {"fig4": ("fig4_load_generalisation.png",), "table1": ("fig3a_forecast
 
 
 REPRODUCE = (
-    "`python evaluate.py` runs every experiment with the shipped checkpoints on the fixed workloads "
-    "(`mara_env/workloads/`) and writes `results/`; name experiments to run only those (`python evaluate.py "
-    "table2 fig4`), and use `--methods`, `--task-sets`, `--loads`, `--roots`, `--episodes`, `--quick` or "
-    "`--out DIR` to change what and where, and `--readme docs/results.md` to replace this section with the run's "
-    "own (with its machine and wall time). Your own allocator runs on the same workloads with `--policy "
-    "NAME=mypkg.mymod:MyPolicy:key=value,...` (it must provide `reset()` and `act(observation)`; "
-    "see `docs/agents.md`). "
-    "Finished episodes are cached in `results/cache.sqlite` under a key of the workload, bank, simulator "
-    "code, policy code and checkpoint contents, so an interrupted run resumes and a changed input is "
-    "recomputed.")
+    "`python evaluate.py` reruns every experiment with the shipped checkpoints on the fixed workloads "
+    "(`mara_env/workloads/`) and writes `results/`; finished episodes are cached in `results/cache.sqlite`, so an "
+    "interrupted run resumes. Name experiments to run only those (`python evaluate.py table2 fig4`); "
+    "`--policy NAME=mypkg.mymod:MyPolicy` adds your allocator (`docs/agents.md`); `docs/reproducing.md` has every "
+    "flag and the retraining.")
 
 
 def label_of(method: str) -> str:

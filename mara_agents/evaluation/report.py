@@ -47,6 +47,7 @@ LINKED = (
                     "mixed-integer program over the known curves: `mara_agents/evaluation/clairvoyant.py`)"),
 )
 FIGURES = {"fig4": ("fig4_load_generalisation.png",), "table1": ("fig3a_forecast.png", "fig3b_mae_by_rank.png")}
+PLOTTED = ("fig4",)  # given as a figure in the paper: the page shows the figure and links its numbers
 
 
 REPRODUCE = (
@@ -103,8 +104,9 @@ def readme_results(grids: dict[str, Grid], skipped: Sequence[Availability], out:
     """The "Results" section of a page: the paper's tables and figures, links to the other tables, the skipped
     methods and how to reproduce.
 
-    The paper's experiments (:data:`SECTIONS`) are shown in full; the tables a reader seldom needs
-    (:data:`LINKED`) are linked to their own files under ``out``, so that the page stays short.  The notes many
+    The paper's experiments (:data:`SECTIONS`) are shown in full, a figure of the paper (:data:`PLOTTED`) as its
+    plot; the tables a reader seldom needs (:data:`LINKED`) and a plot's numbers are linked to their own files
+    under ``out``, so that the page stays short.  The notes many
     shown tables share (:data:`SHARED_NOTES`: the bounds and the methods not in the paper) are given once,
     above them.  Links and figures are relative to ``readme_dir``, the folder of the Markdown file the section
     goes into, so that they resolve there."""
@@ -122,9 +124,12 @@ def readme_results(grids: dict[str, Grid], skipped: Sequence[Availability], out:
     if skipped:
         parts += ["Skipped (not available in this checkout):", "", *skipped_lines(skipped), ""]
     for name, heading in shown:
-        parts += [f"### {heading}", "", markdown(replace(grids[name], note=_without(grids[name].note, shared)))]
-        parts += [f"![{name}]({_link(out / f, readme_dir)})" for f in FIGURES.get(name, ()) if (out / f).is_file()]
-        parts.append("")
+        figures = [f"![{name}]({_link(out / f, readme_dir)})" for f in FIGURES.get(name, ()) if (out / f).is_file()]
+        if name in PLOTTED and figures:
+            body = [*figures, "", f"The numbers: [{grids[name].title}]({_link(out / f'{name}.md', readme_dir)})."]
+        else:
+            body = [markdown(replace(grids[name], note=_without(grids[name].note, shared))), *figures]
+        parts += [f"### {heading}", "", *body, ""]
     linked = [f"- [{text}]({_link(out / f'{name}.md', readme_dir)})" for name, text in LINKED if name in grids]
     if linked:
         parts += ["### More tables", "", "Each in its own file, with its notes:", "", *linked, ""]

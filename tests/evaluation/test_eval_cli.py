@@ -123,6 +123,7 @@ def test_the_page_shows_the_papers_experiments_and_links_the_other_tables_to_the
     for target in linked:  # each link opens the table's own file, note and all
         assert (page_of(out).parent / target).read_text() == (out / Path(target).name).read_text()
     assert "| Table 2 · ID · FIFO |" not in page  # the long tables stay in their files
+    assert "(../fig4.md)" in page and "| Load |" not in page  # Figure 4 is its plot, its numbers a link
 
 
 def read_family_rows(out: Path) -> list[dict[str, str]]:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from mara_agents.allocators.abandon import make_abandoning_policy
 from mara_agents.mat.checkpoint import export_policy, load_policy
+from mara_agents.mat.ensemble import MATEnsemble
 from mara_agents.mat.masks import node_mask, teacher_forced_masks
 from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.policy import MATPolicy, load_mat_policy
@@ -152,6 +153,8 @@ def test_a_policy_refuses_an_env_whose_mask_width_does_not_match(bank_dir):
         with_head.act(plain)
     with pytest.raises(ValueError, match="trained without the abandon action .* has 21"):
         without.act(default)
+    with pytest.raises(ValueError, match="an ensemble decodes MATs without the abandon head"):
+        MATEnsemble([MATModel(ABANDON), MATModel(ABANDON)])
 
 
 def test_the_head_round_trips_through_a_checkpoint_and_old_files_keep_k_plus_one_choices(tmp_path):

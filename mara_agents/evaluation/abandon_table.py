@@ -10,9 +10,9 @@ node-steps of both kinds come from the same env.  A method is *with abandoning* 
 
 Per load, a table of every method and bound: success, wasted node-steps, abandoned and abandoned-but-feasible
 tasks per episode, the share of steps with a full queue, and the fairness columns (the lowest per-family success
-rate and Jain's index over families, ``mara_env.fairness``).  The summary pairs the best method with abandoning
-against the best without (each the highest mean success in the cell) by evaluation root, in success-rate points
-and in wasted node-steps per episode, as mean ± the t half-width at level 0.95 over roots
+rate and Jain's index over families, ``mara_env.fairness``).  The summary pairs the best hand-written method with
+abandoning against the best without (each the highest mean success in the cell) by evaluation root, in
+success-rate points and in wasted node-steps per episode, as mean ± the t half-width at level 0.95 over roots
 (:func:`~mara_agents.evaluation.stats.half_width`); a second table pairs each allocator with its own base, and a
 third each learned policy with abandoning (a registered abandoning method with training seeds, such as
 ``mat-il+abandon``) with the best hand-written allocator with abandoning.
@@ -58,7 +58,8 @@ COLUMNS = ("method", "label", "seed", "task_set", "load", "root", "episode", "ta
            *(metric for metric, _, _, _ in METRICS), "utilisation")
 FILES = ("abandon.csv", "abandon.md", "abandon.json")
 TEXT = ("Every hand-written allocator with and without its abandon rule (`docs/abandon_rules.md`: the rules and "
-        "thresholds were chosen on `val` curves before this table was played), on the ID test workloads, in "
+        "thresholds were chosen on `val` curves before this table was played), and the learned allocator with the "
+        "abandon action (chosen on `val` likewise), on the ID test workloads, in "
         "`MARA-v0` with `abandon=True` (an allocator without a rule never abandons and plays the default "
         "episode). Per episode: success, wasted node-steps (node-steps that served a task that did not succeed), "
         "abandoned tasks and of them those that could still have succeeded alone (the Oracle's view), the share "
@@ -136,12 +137,13 @@ def load_grid(rows: list[dict[str, Any]], methods: Sequence[str], load: float) -
 
 def summary(rows: list[dict[str, Any]], methods: Sequence[str],
             loads: Sequence[float]) -> tuple[Grid, dict[str, dict[str, Any]]]:
-    """Per load, the best method with abandoning against the best without, paired by root (the grid, and the
-    paired differences as numbers by load)."""
+    """Per load, the best hand-written method with abandoning against the best without, paired by root (the grid,
+    and the paired differences as numbers by load); a learned policy with abandoning has its own table
+    (:func:`learned_against_rules`)."""
     cols = ["best without", "without (%)", "best with", "with (%)", "with − without (points)",
             "wasted without", "wasted with", "wasted, with − without", "Clairvoyant − with (points)"]
-    grid = Grid("abandon", "Best allocator with abandoning minus the best without, paired by evaluation root: mean "
-                "± t half-width (level 0.95) over roots", "Load", [], cols,
+    grid = Grid("abandon", "Best hand-written allocator with abandoning minus the best without, paired by evaluation "
+                "root: mean ± t half-width (level 0.95) over roots", "Load", [], cols,
                 decimals={"wasted without": 0, "wasted with": 0},
                 note="The best of each kind is the one with the highest mean success at the load (chosen on these "
                      "test episodes). Success in % and wasted node-steps per episode: mean ± sample std over roots.")
@@ -150,7 +152,7 @@ def summary(rows: list[dict[str, Any]], methods: Sequence[str],
         cell, row = (TASK_SET, load), f"p = {load:.2f}"
         grid.rows.append(row)
         without = best_of(rows, [m for m in methods if not is_abandoning(m)], cell)
-        with_ = best_of(rows, [m for m in methods if is_abandoning(m)], cell)
+        with_ = best_of(rows, [m for m in methods if is_abandoning(m) and not is_learned(m)], cell)
         for who, offset in ((without, 0), (with_, 2)):
             grid.set(row, cols[offset], label_of(who[0]) if who else "none")
             grid.set(row, cols[offset + 1], who[1] if who else None)

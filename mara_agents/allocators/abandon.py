@@ -38,54 +38,25 @@ from mara_agents.allocators.lara import LARAPolicy
 from mara_agents.allocators.naive import EDFPolicy
 from mara_agents.allocators.predictive import PredictiveAllocator
 from mara_agents.allocators.slack import SlackPolicy
-from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_agents.predictors.demand import GENERATION_CAP_FACTOR, Demand, make_demand, stack_observations
-from mara_agents.rules.slots import steps_to_deadline
-from mara_env.features import GLOBAL_FEATURE_INDEX, TASK_FEATURE_INDEX
+from mara_agents.rules.hopeless import (FITS_SHARE_THRESHOLD, demand_ratio_score, dropped_slots, fits_share_score,
+                                       ready_and_left)
+from mara_env.features import TASK_FEATURE_INDEX
 
-_PRESENT = TASK_FEATURE_INDEX["present"]
 _LOG_RATIO = TASK_FEATURE_INDEX["log_loss_ratio"]
 _FIRST = TASK_FEATURE_INDEX["initial_loss"]
 _TARGET = TASK_FEATURE_INDEX["target_loss"]
-_QUEUE = GLOBAL_FEATURE_INDEX["queue"]
 
 Hopelessness = Callable[[dict[str, np.ndarray]], np.ndarray]
 """A rule's score per slot of one observation (K,): a task is hopeless when its score is positive, and a
 higher score is more hopeless."""
 
 
-def _ready(observation: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(occupied slots past warm-up, steps left per slot (K,), 0 where empty)."""
-    present = observation["tasks"][:, _PRESENT] > 0
-    ready = present & (observation["history_len"] >= MIN_OBSERVATIONS)
-    left = np.zeros(present.size, dtype=np.float64)
-    slots = np.flatnonzero(present)
-    left[slots] = steps_to_deadline(observation, slots)
-    return ready, left
-
-
 def _estimated(observation: dict[str, np.ndarray], remaining: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_ready`, less the slots whose estimate is the generation cap (the predictor's "no estimate")."""
-    ready, left = _ready(observation)
+    """:func:`~mara_agents.rules.hopeless.ready_and_left`, less the slots whose estimate is the generation cap (the predictor's "no estimate")."""
+    ready, left = ready_and_left(observation)
     cap = GENERATION_CAP_FACTOR * observation["budget"].astype(np.float64) - observation["history_len"]
     return ready & (remaining < cap), left
-
-
-def fits_share_score(observation: dict[str, np.ndarray], samples: np.ndarray, threshold: float) -> np.ndarray:
-    """FM-slack's rule: ``threshold`` minus the share of each slot's sampled remaining demands (K, S) that fit
-    in its steps left; positive (hopeless) where that share is below ``threshold``."""
-    ready, left = _ready(observation)
-    drawn = ~np.isnan(samples)
-    fitting = (drawn & (np.where(drawn, samples, np.inf) <= left[:, None])).sum(axis=1)
-    count = drawn.sum(axis=1)
-    share = np.divide(fitting, count, out=np.ones(count.shape), where=count > 0)
-    return np.where(ready & (count > 0), threshold - share, -np.inf)
-
-
-def demand_ratio_score(ready: np.ndarray, left: np.ndarray, needed: np.ndarray, threshold: float) -> np.ndarray:
-    """Positive (hopeless) where a ready task's estimated remaining batches ``needed`` exceed ``threshold`` ×
-    its steps ``left``: needed − threshold · left, in batches."""
-    return np.where(ready, needed - threshold * left, -np.inf)
 
 
 def extrapolated_need(observation: dict[str, np.ndarray]) -> np.ndarray:
@@ -154,11 +125,8 @@ class AbandoningPolicy:
             raise ValueError("an abandoning allocator plays MARA-v0 with abandon=True (2K + 1 choices per node); "
                              f"this observation's action mask has {choices} for K = {num_slots}")
         num_nodes = observations[0]["action_mask"].shape[0]
-        dropped = []
-        for observation, score in zip(observations, self._score(observations)):
-            hopeless = np.flatnonzero(score > 0)
-            room = int(np.rint(observation["global"][_QUEUE] * num_slots)) if self.make_room else num_nodes
-            dropped.append(hopeless[np.argsort(-score[hopeless], kind="stable")][:min(room, num_nodes)])
+        dropped = [dropped_slots(observation, score, self.make_room, num_nodes)
+                   for observation, score in zip(observations, self._score(observations))]
         actions = self._decide([without_slots(obs, slots) for obs, slots in zip(observations, dropped)])
         return np.stack([with_abandons(action, slots, num_slots) for action, slots in zip(actions, dropped)])
 
@@ -193,7 +161,7 @@ def edf_abandoning(threshold: float, make_room: bool = False) -> AbandoningPolic
     base = EDFPolicy()
 
     def score(observations: list[dict[str, np.ndarray]]) -> list[np.ndarray]:
-        return [demand_ratio_score(*_ready(obs), extrapolated_need(obs), threshold) for obs in observations]
+        return [demand_ratio_score(*ready_and_left(obs), extrapolated_need(obs), threshold) for obs in observations]
 
     def decide(views: list[dict[str, np.ndarray]]) -> np.ndarray:
         return np.stack([base.act(view) for view in views])
@@ -204,7 +172,7 @@ def edf_abandoning(threshold: float, make_room: bool = False) -> AbandoningPolic
 # name → (base allocator, predictor, the candidate thresholds of docs/research/abandon_rules.md, the threshold and the
 # make_room setting chosen on val)
 ABANDONING = {
-    "slack-fm+abandon": ("slack", "fm", (0.05, 0.125, 0.25), 0.05, True),
+    "slack-fm+abandon": ("slack", "fm", (0.05, 0.125, 0.25), FITS_SHARE_THRESHOLD, True),
     "lara+abandon": ("lara", "wls", (2.0, 1.5, 1.0), 2.0, True),
     "edf+abandon": ("edf", None, (2.0, 1.5, 1.0), 2.0, True),
 }

@@ -19,6 +19,7 @@ evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POL
 | ``fifo``, ``edf`` | naive   | —         | —                                                         |
 | ``random``      | uniform matching | —  | —                                                         |
 | ``slack-fm+abandon``, ``lara+abandon``, ``edf+abandon`` | + abandon rule | FM, WLS, — | ``abandon=True`` |
+| ``mat-il+abandon`` | MAT with the abandon head (ours) | FM | ``mat_il_abandon_seed0.pt``, ``abandon=True`` |
 | ``maskable-ppo`` | sb3-contrib MaskablePPO (third-party) | — | sb3-contrib + ``mara_agents/checkpoints/third_party/maskable_ppo_seed{seed}.zip`` |
 | ``maskable-ppo-fm`` | sb3-contrib MaskablePPO on ``MARA-Forecast-v0`` | FM | sb3-contrib + ``third_party/forecast/maskable_ppo_seed{seed}.zip`` |
 | ``cleanrl-ppo-fm`` | CleanRL-style PPO on ``MARA-Forecast-v0`` | FM | ``third_party/forecast/cleanrl_ppo_seed{seed}_policy.pt2`` |
@@ -63,7 +64,7 @@ class Method:
 
 def mat_checkpoint(name: str, seed: int = 0) -> Path:
     """The shipped checkpoint of a MAT method and training seed."""
-    return CHECKPOINT_DIR / f"{name.replace('-', '_')}_seed{seed}.pt"
+    return CHECKPOINT_DIR / f"{name.replace('-', '_').replace('+', '_')}_seed{seed}.pt"
 
 
 def _mat(name: str) -> Callable[..., Policy]:
@@ -73,7 +74,7 @@ def _mat(name: str) -> Callable[..., Policy]:
         from mara_agents.mat.policy import load_mat_policy
         return load_mat_policy(checkpoint or mat_checkpoint(name, seed), device=device, sample=sample, seed=seed,
                                fm_checkpoint=fm_checkpoint, verify=verify)
-    build.__name__ = f"make_{name.replace('-', '_')}"
+    build.__name__ = f"make_{name.replace('-', '_').replace('+', '_')}"
     return build
 
 
@@ -137,6 +138,8 @@ POLICIES: dict[str, Method] = {method.name: method for method in (
     Method("slack-fm+abandon", "FM-slack + abandon", _abandoning("slack-fm+abandon"), abandon=True),
     Method("lara+abandon", "LARA + abandon", _abandoning("lara+abandon"), abandon=True),
     Method("edf+abandon", "EDF + abandon", _abandoning("edf+abandon"), abandon=True),
+    # one learned policy with the abandon action: DAgger from the abandoning expert, starting as FM-slack + abandon
+    Method("mat-il+abandon", "MAT-IL + abandon (ours)", _mat("mat-il+abandon"), (0,), abandon=True),
     Method("mara-sparse", "MARA w/ sparse reward", _mat("mara-sparse"), TRAINING_SEEDS),
     Method("random", "Random", RandomPolicy, (0,)),  # seeded, so that reruns match
     # trained by sb3-contrib, not by this project; seeds: those of the shipped checkpoints

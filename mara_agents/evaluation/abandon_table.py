@@ -10,10 +10,12 @@ node-steps of both kinds come from the same env.  A method is *with abandoning* 
 
 Per load, a table of every method and bound: success, wasted node-steps, abandoned and abandoned-but-feasible
 tasks per episode, the share of steps with a full queue, and the fairness columns (the lowest per-family success
-rate and Jain's index over families, ``mara_env.fairness``).  The summary pairs the best method with abandoning
-against the best without (each the highest mean success in the cell) by evaluation root, in success-rate points
-and in wasted node-steps per episode, as mean ± the t half-width at level 0.95 over roots
-(:func:`~mara_agents.evaluation.stats.half_width`); a second table pairs each allocator with its own base.
+rate and Jain's index over families, ``mara_env.fairness``).  The summary pairs the best hand-written method with
+abandoning against the best without (each the highest mean success in the cell) by evaluation root, in
+success-rate points and in wasted node-steps per episode, as mean ± the t half-width at level 0.95 over roots
+(:func:`~mara_agents.evaluation.stats.half_width`); a second table pairs each allocator with its own base, and a
+third each learned policy with abandoning (a registered abandoning method with training seeds, such as
+``mat-il+abandon``) with the best hand-written allocator with abandoning.
 
 Written to ``abandon.csv`` (one row per method and episode), ``abandon.md`` and ``abandon.json`` (the grids, and
 the paired differences as numbers with their per-root values).
@@ -42,7 +44,8 @@ from mara_env.fairness import JAIN_KEY, MIN_KEY
 
 WITHOUT = ("fifo", "edf", "lara", "slack-fm")
 WITH = ("edf+abandon", "lara+abandon", "slack-fm+abandon")
-METHODS = (*WITHOUT, *WITH)  # what the experiment plays unless --methods names others
+LEARNED = ("mat-il+abandon",)
+METHODS = (*WITHOUT, *WITH, *LEARNED)  # what the experiment plays unless --methods names others
 TASK_SET = "id"
 ENV = (("abandon", True), ("fairness_metrics", True))
 ACCEPTANCE_LOADS = (0.04, 0.07)  # the loads the issue's acceptance figures are stated at
@@ -55,7 +58,8 @@ COLUMNS = ("method", "label", "seed", "task_set", "load", "root", "episode", "ta
            *(metric for metric, _, _, _ in METRICS), "utilisation")
 FILES = ("abandon.csv", "abandon.md", "abandon.json")
 TEXT = ("Every hand-written allocator with and without its abandon rule (`docs/research/abandon_rules.md`: the rules and "
-        "thresholds were chosen on `val` curves before this table was played), on the ID test workloads, in "
+        "thresholds were chosen on `val` curves before this table was played), and the learned allocator with the "
+        "abandon action (chosen on `val` likewise), on the ID test workloads, in "
         "`MARA-v0` with `abandon=True` (an allocator without a rule never abandons and plays the default "
         "episode). Per episode: success, wasted node-steps (node-steps that served a task that did not succeed), "
         "abandoned tasks and of them those that could still have succeeded alone (the Oracle's view), the share "
@@ -65,6 +69,11 @@ TEXT = ("Every hand-written allocator with and without its abandon rule (`docs/r
 def is_abandoning(method: str) -> bool:
     """Whether a registered method abandons tasks (its registry entry's ``abandon``)."""
     return method in POLICIES and POLICIES[method].abandon
+
+
+def is_learned(method: str) -> bool:
+    """Whether a registered abandoning method is a trained policy (its registry entry has training seeds)."""
+    return is_abandoning(method) and POLICIES[method].seeds is not None
 
 
 @dataclasses.dataclass
@@ -128,12 +137,13 @@ def load_grid(rows: list[dict[str, Any]], methods: Sequence[str], load: float) -
 
 def summary(rows: list[dict[str, Any]], methods: Sequence[str],
             loads: Sequence[float]) -> tuple[Grid, dict[str, dict[str, Any]]]:
-    """Per load, the best method with abandoning against the best without, paired by root (the grid, and the
-    paired differences as numbers by load)."""
+    """Per load, the best hand-written method with abandoning against the best without, paired by root (the grid,
+    and the paired differences as numbers by load); a learned policy with abandoning has its own table
+    (:func:`learned_against_rules`)."""
     cols = ["best without", "without (%)", "best with", "with (%)", "with − without (points)",
             "wasted without", "wasted with", "wasted, with − without", "Clairvoyant − with (points)"]
-    grid = Grid("abandon", "Best allocator with abandoning minus the best without, paired by evaluation root: mean "
-                "± t half-width (level 0.95) over roots", "Load", [], cols,
+    grid = Grid("abandon", "Best hand-written allocator with abandoning minus the best without, paired by evaluation "
+                "root: mean ± t half-width (level 0.95) over roots", "Load", [], cols,
                 decimals={"wasted without": 0, "wasted with": 0},
                 note="The best of each kind is the one with the highest mean success at the load (chosen on these "
                      "test episodes). Success in % and wasted node-steps per episode: mean ± sample std over roots.")
@@ -142,7 +152,7 @@ def summary(rows: list[dict[str, Any]], methods: Sequence[str],
         cell, row = (TASK_SET, load), f"p = {load:.2f}"
         grid.rows.append(row)
         without = best_of(rows, [m for m in methods if not is_abandoning(m)], cell)
-        with_ = best_of(rows, [m for m in methods if is_abandoning(m)], cell)
+        with_ = best_of(rows, [m for m in methods if is_abandoning(m) and not is_learned(m)], cell)
         for who, offset in ((without, 0), (with_, 2)):
             grid.set(row, cols[offset], label_of(who[0]) if who else "none")
             grid.set(row, cols[offset + 1], who[1] if who else None)
@@ -184,6 +194,37 @@ def own_base(rows: list[dict[str, Any]], methods: Sequence[str], loads: Sequence
     return grid
 
 
+def learned_against_rules(rows: list[dict[str, Any]], methods: Sequence[str],
+                          loads: Sequence[float]) -> tuple[Grid, dict[str, dict[str, Any]]]:
+    """Per load, each learned policy with abandoning minus the best hand-written allocator with abandoning (the
+    highest mean success in the cell), paired by root: the grid, and the paired differences by load."""
+    learned = [m for m in methods if is_learned(m)]
+    cols = ["learned", "learned (%)", "best hand-written", "hand-written (%)", "learned − hand-written (points)",
+            "wasted learned", "wasted hand-written"]
+    grid = Grid("abandon_learned", "Learned allocator with abandoning minus the best hand-written allocator with "
+                "abandoning, paired by evaluation root: mean ± t half-width (level 0.95) over roots", "Load", [],
+                cols, decimals={"wasted learned": 0, "wasted hand-written": 0},
+                note="The best hand-written one is the one with the highest mean success at the load (chosen on "
+                     "these test episodes). Success in % and wasted node-steps per episode: mean ± sample std over "
+                     "roots.")
+    numbers: dict[str, dict[str, Any]] = {}
+    for method in learned:
+        for load in loads:
+            cell, row = (TASK_SET, load), f"p = {load:.2f}" + (f", {label_of(method)}" if len(learned) > 1 else "")
+            rule = best_of(rows, [m for m in methods if is_abandoning(m) and not is_learned(m)], cell)
+            if rule is None:
+                continue
+            grid.rows.append(row)
+            success = paired(rows, method, rule[0], cell)
+            for col, value in zip(cols, (label_of(method), paper_stat(rows, method, [cell]), label_of(rule[0]),
+                                         rule[1], success.text(),
+                                         paper_stat(rows, method, [cell], WASTED_KEY, 1.0),
+                                         paper_stat(rows, rule[0], [cell], WASTED_KEY, 1.0))):
+                grid.set(row, col, value)
+            numbers.setdefault(method, {})[f"{load:g}"] = success.to_json()
+    return grid, numbers
+
+
 def write_abandon(out: Path, rows: list[dict[str, Any]], grids: dict[str, Grid], numbers: dict[str, Any],
                   notes: Sequence[str], command: str, record: dict[str, Any]) -> str:
     """abandon.csv, abandon.md and abandon.json under ``out``; returns the Markdown text."""
@@ -210,5 +251,7 @@ def run_abandon(base: Settings, loads: Sequence[float], methods: Sequence[str] =
     played = [m for m in methods if any(row["method"] == m for row in rows)]
     grid, numbers = summary(rows, played, loads)
     grids = {"abandon": grid, "abandon_own_base": own_base(rows, played, loads)}
+    if any(is_learned(m) for m in played):
+        grids["abandon_learned"], numbers["learned_minus_hand_written"] = learned_against_rules(rows, played, loads)
     grids.update({f"abandon_p{load:g}": load_grid(rows, played, load) for load in loads})
     return rows, grids, numbers, notes

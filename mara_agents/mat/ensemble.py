@@ -51,6 +51,9 @@ class MATEnsemble(nn.Module):
         if any(member.hparams != self.hparams for member in members):
             raise ValueError("ensemble members must share the architecture, got "
                              f"{sorted({str(member.hparams) for member in members})}")
+        if self.hparams.abandon:
+            raise ValueError("an ensemble decodes MATs without the abandon head (K + 1 choices per node); play a "
+                             "MAT trained with --abandon on its own")
         self.members = nn.ModuleList(members)
         self.stacked = StackedDecoderWeights(members)
 

@@ -32,13 +32,14 @@ import torch
 from torch import nn
 
 from mara_common import checks
-from mara_agents.mat.masks import node_mask, teacher_forced_masks
+from mara_agents.mat.masks import claimed_slot, node_mask, teacher_forced_masks
 from mara_agents.mat.tokens import NUM_GLOBAL_TOKEN_FEATURES, NUM_SLOT_FEATURES, Tokens
 
 IDLE_PRIOR = -2.0
 MAX_WIDTH = 4096  # the largest embedding a setting may ask for: far above any useful model, far below OOM
 MAX_BLOCKS = 64
 SLACK_PRIOR_SCALE = 3.0  # logits per rank step at the start: FM-slack's order wins over an untrained network
+ABANDON_PRIOR = -4.0  # abandon logits' start without the FM-slack prior: below every serve logit of an untrained model
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,12 @@ class MATHyperParameters:
         "help": "add -scale * (the slot's rank in FM-slack's order) to the pointer logits, scale learned from "
                 "3.0, so the policy starts as FM-slack (tokens then carry the ranks as a last column)"})
     node_features: int = 0  # node-token features (tokens.NUM_NODE_TOKEN_FEATURES) with the env's node options; 0 without
+    abandon: bool = False  # the env's abandon action: 2K + 1 choices per node (training takes it from the env)
+
+    @property
+    def abandon_nodes(self) -> int:
+        """M for a model with the abandon head (what its tokens' abandon plan is drawn up for), else 0."""
+        return self.num_nodes if self.abandon else 0
 
     def __post_init__(self) -> None:
         checks.integer("num_nodes", self.num_nodes, 1)
@@ -64,6 +71,8 @@ class MATHyperParameters:
         checks.integer("heads", self.heads, 1, self.dim)
         checks.integer("blocks", self.blocks, 1, MAX_BLOCKS)
         checks.integer("node_features", self.node_features, 0)
+        if self.abandon and self.node_features:
+            raise ValueError("abandon: a MAT with the abandon head plays the paper's setting (no node options)")
         if self.dim % self.heads:
             raise ValueError(f"dim ({self.dim}) must be divisible by heads ({self.heads})")
 
@@ -197,6 +206,19 @@ class MATModel(nn.Module):
             self.node_in = nn.Linear(hparams.node_features, dim)
             self.stay_weight = nn.Parameter(torch.tensor(0.0))
         self.register_buffer("causal", torch.tril(torch.ones(m, m, dtype=torch.bool)), persistent=False)
+        if hparams.abandon:
+            self.add_abandon_head()
+
+    def add_abandon_head(self) -> None:
+        """The abandon action's parameters (``hparams.abandon``): a second pointer head over the slot memory
+        (its own query and key projections and a learned offset) whose K logits follow the serve logits, so
+        that the env's choice K + j is the head's index, and the marker added to a slot's projection in
+        :meth:`choice_embedding` when a node gave that slot up rather than served it."""
+        dim = self.hparams.dim
+        self.abandon_query = nn.Linear(dim, dim)
+        self.abandon_key = nn.Linear(dim, dim)
+        self.abandon_offset = nn.Parameter(torch.tensor(0.0 if self.hparams.slack_prior else ABANDON_PRIOR))
+        self.abandoned = nn.Parameter(torch.randn(dim) * 0.02)
 
     # ------------------------------------------------------------------ encoder
     def encode(self, tokens: Tokens) -> torch.Tensor:
@@ -210,7 +232,10 @@ class MATModel(nn.Module):
         return run_encoder(self.encoder, self.encoder_norm, embedded, tokens.present)
 
     def slot_features(self, slots: torch.Tensor) -> torch.Tensor:
-        """The slot features the encoder reads: without the FM-slack rank column when the model has one."""
+        """The slot features the encoder reads: without the FM-slack rank column when the model has one (and
+        without the abandon plan column after it, :meth:`abandon_prior`)."""
+        if self.hparams.slack_prior and self.hparams.abandon:
+            return slots[..., :-2]
         return slots[..., :-1] if self.hparams.slack_prior else slots
 
     def slack_prior(self, slots: torch.Tensor, nodes: torch.Tensor | None = None) -> torch.Tensor | None:
@@ -220,7 +245,7 @@ class MATModel(nn.Module):
         tasks where FM-slack does."""
         if not self.hparams.slack_prior:
             return None
-        ranks = slots[..., -1]
+        ranks = slots[..., -2] if self.hparams.abandon else slots[..., -1]
         idle = torch.full_like(ranks[..., :1], float(ranks.shape[-1]))
         order = torch.cat([idle, ranks], dim=-1)[:, None, :]
         if nodes is None:
@@ -228,6 +253,31 @@ class MATModel(nn.Module):
         planned = nodes[..., -1:].long()  # (B, M, 1): 0 idle, k + 1 slot k
         order = (order + 1).expand(-1, nodes.shape[1], -1).scatter(-1, planned, 0.0)
         return -self.prior_scale * order
+
+    def abandon_prior(self, slots: torch.Tensor) -> torch.Tensor | None:
+        """(B, 1, K) what is added to the abandon logits: with the FM-slack prior, +scale at the slots that
+        FM-slack + abandon gives up (the tokens' last column, ``mara_agents.mat.tokens.abandon_plans``) and
+        −scale · M elsewhere, below the serve prior of every slot FM-slack would serve (ranks 0 … M − 1), so that
+        greedy decoding of an untrained model abandons what FM-slack + abandon abandons (with its first nodes)
+        and serves the rest in FM-slack's order, and imitation needs to move an abandon logit only a few
+        rank steps to add an abandon; None without the prior or without the abandon head."""
+        if not (self.hparams.abandon and self.hparams.slack_prior):
+            return None
+        plan = slots[..., -1]
+        return (self.prior_scale * torch.where(plan > 0, 1.0, -float(self.hparams.num_nodes)))[:, None, :]
+
+    def abandon_keys(self, memory: torch.Tensor) -> torch.Tensor | None:
+        """(B, K, D) the abandon head's slot keys, or None without the abandon head."""
+        return self.abandon_key(memory[:, 1:]) if self.hparams.abandon else None
+
+    def with_abandon_logits(self, logits: torch.Tensor, h: torch.Tensor, abandon_keys: torch.Tensor | None,
+                            prior: torch.Tensor | None = None) -> torch.Tensor:
+        """``logits`` (B, L, K + 1) followed by the K abandon logits of decoder outputs h (B, L, D) (node query
+        · slot key, plus the offset and the ``prior`` when given); ``logits`` alone without the abandon head."""
+        if abandon_keys is None:
+            return logits
+        scores = self.abandon_query(h) @ abandon_keys.transpose(1, 2) / math.sqrt(h.shape[-1]) + self.abandon_offset
+        return torch.cat([logits, scores if prior is None else scores + prior], dim=-1)
 
     def additive_logits(self, tokens: Tokens) -> torch.Tensor | None:
         """What is added to the pointer logits: the FM-slack prior (B, 1, K + 1; per node with node tokens) and,
@@ -259,10 +309,14 @@ class MATModel(nn.Module):
 
     # ------------------------------------------------------------------ decoder
     def choice_embedding(self, memory: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
-        """(B, L, D) decoder input for earlier choices (B, L): the projected picked slot, or the idle vector."""
+        """(B, L, D) decoder input for earlier choices (B, L): the projected picked slot, or the idle vector;
+        with the abandon head, an abandoned slot's projection plus the "abandoned" marker."""
         slot_memory = memory[:, 1:]
-        index = (choices - 1).clamp(min=0)[..., None].expand(-1, -1, slot_memory.shape[-1])
+        claimed = claimed_slot(choices, slot_memory.shape[1]) if self.hparams.abandon else choices
+        index = (claimed - 1).clamp(min=0)[..., None].expand(-1, -1, slot_memory.shape[-1])
         picked = self.chosen_in(slot_memory.gather(1, index))
+        if self.hparams.abandon:
+            picked = picked + (choices > slot_memory.shape[1])[..., None] * self.abandoned
         return torch.where((choices > 0)[..., None], picked, self.idle.expand_as(picked))
 
     def decoder_inputs(self, memory: torch.Tensor, actions: torch.Tensor,
@@ -282,14 +336,18 @@ class MATModel(nn.Module):
         return logits if prior is None else logits + prior
 
     def logits(self, memory: torch.Tensor, present: torch.Tensor, actions: torch.Tensor,
-               prior: torch.Tensor | None = None, node_rows: torch.Tensor | None = None) -> torch.Tensor:
-        """Unmasked (B, M, K + 1) logits of every node given the earlier nodes' ``actions`` (teacher forcing)."""
+               prior: torch.Tensor | None = None, node_rows: torch.Tensor | None = None,
+               abandon_prior: torch.Tensor | None = None) -> torch.Tensor:
+        """Unmasked (B, M, K + 1) logits of every node given the earlier nodes' ``actions`` (teacher forcing);
+        (B, M, 2K + 1) with the abandon head."""
         x = self.decoder_inputs(memory, actions, node_rows)
         causal = self.causal.expand(x.shape[0], -1, -1)
         visible = self.visible(present).expand(-1, x.shape[1], -1)
         for block in self.decoder:
             x = block(x, memory, causal, visible)
-        return self.pointer_logits(self.decoder_norm(x), self.pointer_key(memory[:, 1:]), prior)
+        h = self.decoder_norm(x)
+        return self.with_abandon_logits(self.pointer_logits(h, self.pointer_key(memory[:, 1:]), prior), h,
+                                        self.abandon_keys(memory), abandon_prior)
 
     # ------------------------------------------------------------------ policy
     @torch.no_grad()
@@ -317,7 +375,8 @@ class MATModel(nn.Module):
             return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)[:, 0]
 
         actions, log_probs = decode_nodes(decoder.logits, decoder.advance, tokens.present, self.hparams.num_nodes,
-                                          greedy_rule(self.hparams) if generator is None else sampled)
+                                          greedy_rule(self.hparams) if generator is None else sampled,
+                                          self.hparams.abandon)
         return actions, log_probs, self.values(decoder.memory)
 
     def evaluate(self, tokens: Tokens, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -325,7 +384,8 @@ class MATModel(nn.Module):
         tensor ``tokens``, under masks rebuilt from the actions by an exclusive prefix sum."""
         memory = self.encode(tokens)
         logits = masked(self.logits(memory, tokens.present, actions, self.additive_logits(tokens),
-                                     self.node_rows(tokens)), teacher_forced_masks(tokens.present, actions))
+                                     self.node_rows(tokens), self.abandon_prior(tokens.slots)),
+                        teacher_forced_masks(tokens.present, actions, self.hparams.abandon))
         log_p = torch.log_softmax(logits, -1)
         # Illegal entries have p = 0 and log p = −inf; zeroing log p there keeps 0·log 0 = 0 in value and gradient.
         entropy = -(log_p.exp() * log_p.masked_fill(log_p.isinf(), 0.0)).sum(-1)
@@ -346,10 +406,13 @@ class NodeDecoder:
         self.memory_kv = [block.cross_attn.keys_values(self.memory) for block in model.decoder]
         self.past: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in model.decoder]
         self.slot_keys = model.pointer_key(self.memory[:, 1:])
+        self.abandon_keys = model.abandon_keys(self.memory)
+        self.abandon_prior = model.abandon_prior(tokens.slots)
         self.previous = model.start.expand(tokens.slots.shape[0], 1, -1)
 
     def logits(self, node: int, legal: torch.Tensor) -> torch.Tensor:
-        """(B, K + 1) logits of ``node`` under the ``legal`` mask, given the choices advanced so far."""
+        """(B, K + 1) logits ((B, 2K + 1) with the abandon head) of ``node`` under the ``legal`` mask, given the
+        choices advanced so far."""
         model = self.model
         x = self.previous + model.node_embedding[node]
         if self.node_rows is not None:
@@ -357,7 +420,10 @@ class NodeDecoder:
         for block, block_past, kv in zip(model.decoder, self.past, self.memory_kv):
             x = block.step(x, block_past, kv, self.visible)
         prior = self.prior if self.prior is None or self.prior.shape[1] == 1 else self.prior[:, node:node + 1]
-        return masked(model.pointer_logits(model.decoder_norm(x), self.slot_keys, prior)[:, 0], legal)
+        h = model.decoder_norm(x)
+        logits = model.with_abandon_logits(model.pointer_logits(h, self.slot_keys, prior), h, self.abandon_keys,
+                                           self.abandon_prior)
+        return masked(logits[:, 0], legal)
 
     def advance(self, choice: torch.Tensor) -> None:
         """Feed this node's ``choice`` (B,) to the next node."""
@@ -368,22 +434,25 @@ Choose = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
 
 
 def decode_nodes(score: Callable[[int, torch.Tensor], torch.Tensor], advance: Callable[[torch.Tensor], None],
-                 present: torch.Tensor, num_nodes: int, choose: Choose) -> tuple[torch.Tensor, torch.Tensor]:
+                 present: torch.Tensor, num_nodes: int, choose: Choose,
+                 abandon: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Nodes in index order: ``score(node, legal)`` gives (B, K + 1) logits under the mask of empty slots and
     slots taken by earlier nodes, ``choose(logits, legal, later)`` picks (``later``: the nodes still to decide
-    after this one), ``advance(choice)`` feeds the pick to the next node.  Returns the actions (B, M) and their
+    after this one), ``advance(choice)`` feeds the pick to the next node.  With ``abandon`` the logits are
+    (B, 2K + 1) and an abandon claims its slot as a pick does.  Returns the actions (B, M) and their
     log-probabilities under the logits."""
     batch = present.shape[0]
     actions = torch.zeros(batch, num_nodes, dtype=torch.long, device=present.device)
     log_probs = torch.zeros(batch, num_nodes, device=present.device)
     taken = torch.zeros_like(present)
     for node in range(num_nodes):
-        legal = node_mask(present, taken)
+        legal = node_mask(present, taken, abandon)
         logits = score(node, legal)
         choice = choose(logits, legal, num_nodes - node - 1)
         actions[:, node] = choice
         log_probs[:, node] = torch.log_softmax(logits, -1).gather(1, choice[:, None])[:, 0]
-        taken = taken | nn.functional.one_hot(choice, present.shape[1] + 1)[:, 1:].bool()
+        claimed = claimed_slot(choice, present.shape[1]) if abandon else choice
+        taken = taken | nn.functional.one_hot(claimed, present.shape[1] + 1)[:, 1:].bool()
         advance(choice)
     return actions, log_probs
 

@@ -73,6 +73,8 @@ class MATPolicy:
         With greedy decoding each row depends only on its own observation, so the evaluation harness plays
         a whole workload file in lock-step and gets the same actions as one episode at a time.
         """
+        if observations:
+            self._check_choices(observations[0])
         env = self.setting.contradiction(observations[0]) if self.setting is not None and observations else None
         if env is not None:
             name = "+".join(map(str, self.checkpoints)) or "this MAT policy"
@@ -82,10 +84,24 @@ class MATPolicy:
             return self._decode(observations)
         return decide_contended(observations, self._decode)
 
+    def _check_choices(self, observation: dict[str, np.ndarray]) -> None:
+        """Refuse, in one line naming the checkpoint, an env whose action mask is not as wide as the model's
+        head: K + 1 choices per node, 2K + 1 with the abandon head (``MARA-v0`` with ``abandon=True``)."""
+        hparams = self.model.hparams
+        expected = (2 if hparams.abandon else 1) * hparams.num_slots + 1
+        width = np.shape(observation["action_mask"])[-1]
+        if width != expected:
+            name = "+".join(map(str, self.checkpoints)) or "this MAT policy"
+            trained = "with" if hparams.abandon else "without"
+            raise ValueError(f"{name} was trained {trained} the abandon action ({expected} choices per node for "
+                             f"K = {hparams.num_slots}); the env it is asked to play has {width}: play it in "
+                             f"MARA-v0 with abandon={hparams.abandon}")
+
     def _decode(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
         """The network's actions for the observations: one predictor call, one decoder sweep."""
         tokens = mat_inputs(stack_observations(observations), self.demand, self.model.hparams.slack_prior,
-                            self.device, self.setting.switch_cost if self.setting is not None else None)
+                            self.device, self.setting.switch_cost if self.setting is not None else None,
+                            self.model.hparams.abandon_nodes)
         with torch.inference_mode():  # same numbers as no_grad, less bookkeeping per tensor
             actions, _, _ = self.model.act(tokens, generator=self.generator)
         return actions.cpu().numpy()

@@ -26,6 +26,7 @@ import torch
 from mara_agents.rules.nodes import SwitchCost
 from mara_agents.predictors.base import MIN_OBSERVATIONS
 from mara_agents.predictors.demand import Demand
+from mara_agents.rules.hopeless import FITS_SHARE_THRESHOLD, dropped_slots, fits_share_score
 from mara_agents.rules.slack import node_slack_action, slack_order
 from mara_env.config import MARAConfig
 from mara_env.features import NODE_FEATURE_INDEX, NUM_GLOBAL_FEATURES, SLOT_NODE_FEATURE_INDEX, TASK_FEATURE_INDEX
@@ -144,14 +145,32 @@ def slack_plans(observation: Mapping[str, np.ndarray], predicted: np.ndarray,
     return np.asarray(plans, dtype=np.float32).reshape(np.shape(observation["nodes"])[:-1])
 
 
+def abandon_plans(observation: Mapping[str, np.ndarray], samples: np.ndarray | None, num_nodes: int) -> np.ndarray:
+    """(..., K) float32: 1 at the slots that FM-slack + abandon on ``num_nodes`` nodes (``slack-fm+abandon``: the
+    share of FM's ``samples`` (..., K, S) that fit below :data:`~mara_agents.rules.hopeless.FITS_SHARE_THRESHOLD`,
+    only to make room) gives up in each observation, else 0; all 0 when no row has samples."""
+    shape = np.shape(observation["history_len"])
+    if samples is None:
+        return np.zeros(shape, dtype=np.float32)
+    rows, _ = _rows(observation, np.zeros(shape), ("tasks", "budget", "history_len", "global"))
+    drawn = np.asarray(samples).reshape(len(rows), shape[-1], -1)
+    plans = np.zeros((len(rows), shape[-1]), dtype=np.float32)
+    for row, (single, draws) in enumerate(zip(rows, drawn)):
+        score = fits_share_score(single, draws, FITS_SHARE_THRESHOLD)
+        plans[row, dropped_slots(single, score, True, num_nodes)] = 1.0
+    return plans.reshape(shape)
+
+
 def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, with_slack_ranks: bool = False,
-                 switch_cost: int | None = None) -> Tokens:
+                 switch_cost: int | None = None, abandon_plan: np.ndarray | None = None) -> Tokens:
     """Tokens for one observation or a stack of them; ``predicted`` is shaped like ``history_len``.
 
     ``with_slack_ranks`` appends one more column, :func:`slack_ranks`, for a MAT that puts FM-slack's ranking
     into its pointer logits (``MATHyperParameters.slack_prior``); the model reads it apart from the features.
     With node options it also appends one column to the node tokens, FM-slack's choice for each node
-    (:func:`slack_plans`), so that the prior says *where* as well as *which*.
+    (:func:`slack_plans`), so that the prior says *where* as well as *which*.  ``abandon_plan``
+    (:func:`abandon_plans`), when given with ``with_slack_ranks``, is one more slot column after the rank, for
+    the prior of a MAT with the abandon head (``MATModel.abandon_prior``).
     """
     tasks = np.asarray(observation["tasks"], dtype=np.float32)
     glob = np.asarray(observation["global"], dtype=np.float32)
@@ -181,6 +200,8 @@ def build_tokens(observation: Mapping[str, np.ndarray], predicted: np.ndarray, w
     slots = np.concatenate([slots, repeated, *slot_node_columns(observation)], axis=-1) * present[..., None]
     if with_slack_ranks:
         slots = np.concatenate([slots, slack_ranks(observation, predicted)[..., None]], axis=-1)
+        if abandon_plan is not None:
+            slots = np.concatenate([slots, np.asarray(abandon_plan, dtype=np.float32)[..., None]], axis=-1)
     nodes = node_tokens(observation)
     if with_slack_ranks and nodes is not None:
         nodes = np.concatenate([nodes, slack_plans(observation, predicted, switch_cost)[..., None]], axis=-1)
@@ -212,8 +233,14 @@ def node_tokens(observation: Mapping[str, np.ndarray]) -> np.ndarray | None:
 
 
 def mat_inputs(observation: Mapping[str, np.ndarray], demand: Demand, with_slack_ranks: bool,
-               device: torch.device | str, switch_cost: int | None = None) -> Tokens:
+               device: torch.device | str, switch_cost: int | None = None, abandon_nodes: int = 0) -> Tokens:
     """MAT's inputs for a stack of N observations: the demand stage's estimates (one batched predictor call), the
     tokens, as tensors on ``device``.  The one path from observation to policy: evaluation, PPO rollouts and
-    imitation all take it."""
+    imitation all take it.  ``abandon_nodes`` (M, for a MAT with the abandon head; 0 without) with
+    ``with_slack_ranks`` adds the abandon plan column (:func:`abandon_plans`), from the same predictor call's
+    samples."""
+    if abandon_nodes and with_slack_ranks:
+        predicted, samples = demand.forecast(observation)
+        plan = abandon_plans(observation, samples, abandon_nodes)
+        return build_tokens(observation, predicted, True, switch_cost, plan).to(device)
     return build_tokens(observation, demand(observation), with_slack_ranks, switch_cost).to(device)

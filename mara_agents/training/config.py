@@ -57,6 +57,8 @@ SETTING_FLAGS = {  # the setting a policy is trained for (beyond the paper); bot
     "node_speeds": "batches each node runs per step, e.g. 1,1,1,4 with --num-nodes 4 (beyond the paper; "
                    "default: all 1)",
     "switch_cost": "setup steps a task spends on a node that did not serve it at the previous step (beyond the paper)",
+    "abandon": "the env's abandon action (2K + 1 choices per node): the policy gets a second pointer head that gives "
+               "up tasks; MAT-IL then imitates the abandoning expert (docs/research/abandon_rules.md)",
 }
 ENV_FLAGS = {
     "arrival_prob": "training arrival load p",
@@ -111,6 +113,9 @@ class RunSettings(ABC):
         if self.env.observation != "dict" or self.env.workload is not None:
             raise ValueError("env: MAT trains on the dict observation of random episodes (observation='dict', "
                              "workload=None)")
+        if self.env.abandon and self.env.node_options:
+            raise ValueError("abandon: a MAT with the abandon action trains in the paper's setting; drop "
+                             "--node-speeds/--switch-cost or --abandon")
 
     def check_files(self, **inputs: str) -> None:
         """Check the device, thread count, output paths, bank and the input checkpoints ``inputs`` (the
@@ -156,7 +161,13 @@ class RunSettings(ABC):
         extra = len(SLOT_NODE_TOKEN_FEATURES) if self.env.node_options else 0
         return dataclasses.replace(self.model, num_nodes=self.env.num_nodes, num_slots=self.env.max_active,
                                    slot_features=NUM_SLOT_FEATURES + extra,
-                                   node_features=NUM_NODE_TOKEN_FEATURES if self.env.node_options else 0)
+                                   node_features=NUM_NODE_TOKEN_FEATURES if self.env.node_options else 0,
+                                   abandon=self.env.abandon)
+
+    def play_options(self) -> dict[str, Any]:
+        """The env options the validation plays use: the setting's, and ``abandon=True`` for a run with the
+        abandon action."""
+        return {**self.setting.options(), **({"abandon": True} if self.env.abandon else {})}
 
     @property
     def setting(self) -> Setting:

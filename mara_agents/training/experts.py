@@ -14,6 +14,10 @@ then where): warm-up tasks first (earliest deadline first — a deployed policy 
 task before it can know anything about it, so an expert that skipped them could not be imitated), then the
 tasks that can still finish by their deadline, least slack first, then the hopeless ones, which are served
 only by nodes nothing else needs (serving costs nothing, and greedy MAT decoding is work-conserving anyway).
+With the env's abandon action (``abandon=True``) the expert is :class:`PrivilegedAbandoningExpert`: the same ranking, and
+a task past warm-up whose true remaining demand exceeds its steps left is abandoned, the most hopeless first,
+only to make room (:class:`~mara_agents.allocators.abandon.AbandoningPolicy`), as the issue's privileged
+"drop every active task that can no longer finish" rule did.
 The MAT student imitates it from the observation and the FM estimates alone
 (:mod:`mara_agents.training.imitation`); the deployed policy never sees ``true_remaining``.
 """
@@ -26,8 +30,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from mara_agents.rules.hopeless import demand_ratio_score, ready_and_left
 from mara_agents.rules.nodes import SwitchCost
+from mara_agents.allocators.abandon import AbandoningPolicy
 from mara_agents.allocators.slack import SlackPolicy
+from mara_env.config import MARAConfig
 from mara_env.gym_env import MARAEnv
 from mara_env.vector_env import MARAVectorEnv
 
@@ -84,3 +91,39 @@ class PrivilegedSlackExpert(SlackPolicy):
             raise ValueError(f"the privileged expert needs observations with {TRUE_REMAINING!r} "
                              "(wrap the env in PrivilegedObservation)")
         return np.stack([self.decide(observation, observation[TRUE_REMAINING]) for observation in observations])
+
+
+class PrivilegedAbandoningExpert(AbandoningPolicy):
+    """The privileged slack ranking with abandoning (module docstring): a task past warm-up is hopeless when its
+    true remaining batches exceed its steps left, and abandoned only to make room.  Its joint actions list the
+    abandons first (:func:`abandons_first`)."""
+
+    def __init__(self) -> None:
+        expert = PrivilegedSlackExpert()
+
+        def score(observations: list[dict[str, np.ndarray]]) -> list[np.ndarray]:
+            return [demand_ratio_score(*ready_and_left(obs), obs[TRUE_REMAINING].astype(np.float64), 1.0)
+                    for obs in observations]
+
+        super().__init__(expert.act_batch, score, expert.reset, make_room=True, base=expert, threshold=1.0)
+
+    def act_batch(self, observations: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
+        """Actions (N, M), abandons first; each observation must carry ``true_remaining``."""
+        return abandons_first(super().act_batch(observations), observations[0]["tasks"].shape[0])
+
+
+def abandons_first(actions: np.ndarray, num_slots: int) -> np.ndarray:
+    """Joint actions (N, M) with each row's abandons on its first nodes (in their order), then its serves, then
+    its idle nodes.  The paper's nodes are alike, so the row means the same; it is the order in which a student
+    that starts as FM-slack + abandon decodes (``MATModel.abandon_prior`` ranks an abandon above every serve), so
+    imitation does not spend its steps learning the expert's node order."""
+    kind = np.where(actions > num_slots, 0, np.where(actions > 0, 1, 2))
+    return np.take_along_axis(actions, np.argsort(kind, axis=1, kind="stable"), axis=1)
+
+
+def privileged_expert(config: MARAConfig) -> PrivilegedSlackExpert | PrivilegedAbandoningExpert:
+    """The expert MAT-IL imitates in an env of ``config``: :class:`PrivilegedAbandoningExpert` with the abandon
+    action, else :class:`PrivilegedSlackExpert` (told the env's switching cost)."""
+    if config.abandon:
+        return PrivilegedAbandoningExpert()
+    return PrivilegedSlackExpert(config.switch_cost)

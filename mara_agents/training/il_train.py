@@ -106,7 +106,7 @@ def train_il(config: MATILConfig) -> TrainResult:
     step, collect_seconds, validation = 0, 0.0, []
     if settings.start_candidate:  # the untrained student is a candidate too
         keep_if_best(config, model, validation, step, started,
-                     validation_score(model, demand.predictor, workloads, config.bank, **config.setting.options()))
+                     validation_score(model, demand.predictor, workloads, config.bank, **config.play_options()))
     for round_index in range(settings.rounds):
         beta = settings.beta_decay ** round_index
         tick = time.perf_counter()
@@ -116,7 +116,7 @@ def train_il(config: MATILConfig) -> TrainResult:
         fitted = time.perf_counter()
         step += vector_steps * config.num_envs
         collect_seconds += collected - tick
-        score = validation_score(model, demand.predictor, workloads, config.bank, **config.setting.options())
+        score = validation_score(model, demand.predictor, workloads, config.bank, **config.play_options())
         stats.update(beta=beta, states=len(data), fit_seconds=fitted - collected)
         log_round(writer, config, round_index, step, stats, rollout.drain_finished(), score, collected - tick)
         keep_if_best(config, model, validation, step, started, score)

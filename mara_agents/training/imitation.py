@@ -1,7 +1,8 @@
 """DAgger (Ross et al., 2011) from the privileged expert into the MAT allocator: the imitation phase.
 
 Each round plays N environments for a number of vector steps.  At every step each environment's joint
-action comes from the expert (:class:`~mara_agents.training.experts.PrivilegedSlackExpert`) with probability β
+action comes from the expert (:class:`~mara_agents.training.experts.PrivilegedSlackExpert`; with the env's abandon
+action :class:`~mara_agents.training.experts.PrivilegedAbandoningExpert`) with probability β
 and otherwise from the current student, decoded greedily as it is deployed; whoever acted, the state is
 labelled with the expert's joint action.  The labelled states of all rounds are kept (the aggregated data
 set), and after each round the student is trained on all of them by maximum likelihood of the expert's joint
@@ -32,7 +33,7 @@ from gymnasium.utils import seeding
 from torch import nn
 
 from mara_common.config_cli import check_integers
-from mara_agents.training.experts import TRUE_REMAINING, PrivilegedSlackExpert, vector_true_remaining
+from mara_agents.training.experts import TRUE_REMAINING, privileged_expert, vector_true_remaining
 from mara_agents.mat.model import MATModel
 from mara_agents.mat.tokens import Tokens, mat_inputs
 from mara_agents.predictors.demand import Demand
@@ -134,7 +135,7 @@ class ExpertRollout:
         self.demand = demand
         self.device = device
         self.switch_cost = base.switch_cost  # told to the expert and to the slack prior's plan
-        self.expert = PrivilegedSlackExpert(base.switch_cost)
+        self.expert = privileged_expert(base)
         self.num_nodes = base.num_nodes
         self.placing = base.node_options  # then every state with a task teaches where it runs
         self.finished: list[float] = []  # success rates of episodes ended since the last drain
@@ -156,7 +157,7 @@ class ExpertRollout:
         contended states (with node options: every state with a task) with the expert's labels to ``data``."""
         def decide(observation: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
             tokens = mat_inputs(observation, self.demand, model.hparams.slack_prior, self.device,
-                                self.switch_cost)
+                                self.switch_cost, model.hparams.abandon_nodes)
             labels = actions = self.labels(observation)
             use_student = rng.random(len(rows)) >= beta
             if use_student.any():

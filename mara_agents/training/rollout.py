@@ -73,7 +73,7 @@ class VectorRollout:
     def tokens(self, model: MATModel) -> Tokens:
         """MAT's inputs for the current observations, with one batched predictor call."""
         return mat_inputs(self.loop.observation, self.demand, model.hparams.slack_prior, self.device,
-                          self.switch_cost)
+                          self.switch_cost, model.hparams.abandon_nodes)
 
     def drain_finished(self) -> list[dict[str, float]]:
         """Episodes completed since the last call: their return and the env's episode metrics."""

@@ -318,7 +318,7 @@ def validate(config: MATTrainConfig, learner: Learner, progress: Progress, deman
     """The checkpoint rule at the current step: score the greedy policy on the validation workloads and
     export it when it scores best so far."""
     step = progress.global_step
-    score = validation_score(learner.model, demand.predictor, workloads, config.bank, **config.setting.options())
+    score = validation_score(learner.model, demand.predictor, workloads, config.bank, **config.play_options())
     writer.add_scalar("charts/validation_success_rate", score, step)
     print(f"validation at step {step}: success {score:.4f}", flush=True)
     if record_score(progress.validation, step, score):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 from curves.bank import load_bank
+from mara_agents.allocators.naive import FIFOPolicy
 from mara_agents.training.config import FineTuneSettings, MATTrainConfig
 from mara_agents.mat.model import MATHyperParameters
 from mara_agents.training.ppo import PPOSettings
@@ -103,3 +105,16 @@ def hand_observation(history_len, remaining_steps, budget=100, nodes=2):
     return {"action_mask": np.ones((nodes, k + 1), dtype=np.int8), "tasks": tasks, "history": history,
             "history_len": np.asarray(history_len, dtype=np.int64),
             "budget": np.full(k, budget, dtype=np.float32), "global": np.zeros(4, dtype=np.float32)}
+
+
+def fifo_observations(config: MARAConfig, steps: int, seed: int = 4) -> list[dict[str, np.ndarray]]:
+    """The observations of one episode of ``config`` played by FIFO, at most ``steps`` of them."""
+    env = gym.make("MARA-v0", config=config, disable_env_checker=True)
+    observation, _ = env.reset(seed=seed)
+    fifo, seen = FIFOPolicy(), []
+    for _ in range(steps):
+        seen.append(observation)
+        observation, _, terminated, _, _ = env.step(fifo.act(observation))
+        if terminated:
+            break
+    return seen

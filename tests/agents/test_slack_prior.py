@@ -3,13 +3,11 @@ reads the ranks apart from its features, and trains and exports like any MAT."""
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 from mara_agents.mat.policy import MATPolicy, load_mat_policy
-from mara_agents.allocators.naive import FIFOPolicy
 from mara_agents.allocators.slack import SlackPolicy
 from mara_agents.rules.slack import slack_order
 from mara_agents.mat.checkpoint import export_policy
@@ -19,21 +17,14 @@ from mara_agents.predictors.demand import Demand
 from mara_agents.predictors.wls import WLSPredictor
 from mara_env.config import MARAConfig
 
+from conftest import fifo_observations
+
 BUSY, NODES = 0.09, 3  # three nodes: most steps have more tasks than nodes
 
 
 def busy_observations(bank_dir, steps: int = 120) -> list[dict[str, np.ndarray]]:
     """Observations of a busy episode played by FIFO (more tasks than nodes at many steps)."""
-    env = gym.make("MARA-v0", config=MARAConfig(bank=str(bank_dir), arrival_prob=BUSY, num_nodes=NODES),
-                   disable_env_checker=True)
-    observation, _ = env.reset(seed=4)
-    fifo, seen = FIFOPolicy(), []
-    for _ in range(steps):
-        seen.append(observation)
-        observation, _, terminated, _, _ = env.step(fifo.act(observation))
-        if terminated:
-            break
-    return seen
+    return fifo_observations(MARAConfig(bank=str(bank_dir), arrival_prob=BUSY, num_nodes=NODES), steps)
 
 
 def test_the_ranks_follow_fm_slacks_order_row_by_row(bank_dir):

@@ -80,3 +80,19 @@ def test_an_abandoning_allocator_is_refused_outside_the_abandon_experiment(tmp_p
         evaluate_main([*argv, "--out", str(tmp_path)])
     assert stop.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_learned_policy_is_paired_by_root_with_the_best_hand_written_one_with_abandoning():
+    from mara_agents.evaluation.abandon_table import is_learned, learned_against_rules
+
+    success = {"mat-il+abandon": (0.5, 0.6), "edf+abandon": (0.4, 0.7), "slack-fm+abandon": (0.45, 0.45),
+               "edf": (0.9, 0.9)}
+    rows = [{"method": method, "task_set": "id", "load": 0.07, "root": root, "seed": 0, "episode": episode,
+             "success_rate": rates[root] + 0.01 * episode, "wasted_node_steps": 100.0 * root}
+            for method, rates in success.items() for root in (0, 1) for episode in (0, 1)]
+    assert is_learned("mat-il+abandon") and not is_learned("slack-fm+abandon") and not is_learned("edf")
+    grid, numbers = learned_against_rules(rows, list(success), [0.07])
+    paired = numbers["mat-il+abandon"]["0.07"]
+    assert paired["second"] == "edf+abandon"  # best with abandoning (55 % against 45 %); EDF never abandons
+    assert paired["per_root"] == pytest.approx([10.0, -10.0])
+    assert grid.cells["p = 0.07"]["learned − hand-written (points)"].startswith("+0.00 ±")

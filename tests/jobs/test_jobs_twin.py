@@ -42,8 +42,21 @@ def played(folder: Path, policy: str, names: list[str], nodes: int = 1) -> tuple
 def test_each_policy_plays_the_recorded_losses_to_the_outcome_its_order_gives(tmp_path):
     folder = recorded_run(tmp_path / "run", {name: JOBS[name] for name in ("a", "b")})
     # one node; FIFO serves a for its three steps, and b, due at step 4, gets one; EDF serves b first, then a
-    assert played(folder, "fifo", ["a", "b"]) == (1, 0)
-    assert played(folder, "edf", ["a", "b"]) == (2, 0)
+    assert played(folder, "fifo", ["a", "b"]) == (1, 0, 0)
+    assert played(folder, "edf", ["a", "b"]) == (2, 0, 0)
+
+
+def test_an_abandoning_policy_plays_with_the_abandon_action_and_counts_what_it_abandoned(tmp_path):
+    folder = recorded_run(tmp_path / "run", {name: JOBS[name] for name in ("a", "c")})
+    jobs = {job.task.family: job for job in load_recorded([folder]).jobs}
+    config = MARAConfig(num_nodes=1, arrival_window=1, max_nodes=16, abandon=True)
+    # one node, EDF: a (due at 6) succeeds in 3 steps; c then runs 4 steps, from 4.0 to 2.0 of its target 0.1:
+    # at that pace it needs 17 more steps and has 3 left, so its rule abandons it
+    policy = make_policy("edf+abandon", make_room=False)
+    assert play([jobs["a"], jobs["c"]], policy, config, WIDTH) == (1, 1, 0)
+    cells = run_twin(load_recorded([folder]), [1], [0.5], 3, ("edf", "edf+abandon"))
+    assert cells[0].abandoned["edf"].tolist() == [0, 0, 0]
+    assert cells[0].successes["edf+abandon"].tolist() == cells[0].successes["edf"].tolist()
 
 
 def test_a_record_that_stops_short_is_continued_and_counted(tmp_path):
@@ -51,7 +64,7 @@ def test_a_record_that_stops_short_is_continued_and_counted(tmp_path):
     folder = recorded_run(tmp_path / "short", short)
     (job,) = load_recorded([folder]).jobs
     assert not job.exact
-    won, past = played(folder, "fifo", ["c"])
+    won, _, past = played(folder, "fifo", ["c"])
     assert won == 0 and past == 10 - 2
     longer = recorded_run(tmp_path / "long", {"c": JOBS["c"]})
     (job,) = load_recorded([folder, longer]).jobs

@@ -130,6 +130,32 @@ def test_each_finished_round_is_one_live_step(monkeypatch):
     assert scheduler.outcomes()["t0"] == "expired" and scheduler.simulator.per_batch[0] == [1.0]
 
 
+def test_an_abandoning_allocator_stops_the_trial_it_abandons_in_the_next_round():
+    """Without Tune running: EDF + abandon (abandoning whenever its rule says so) serves the earlier deadline
+    first; that trial's value never falls, so after four values the rule abandons it: it is stopped, and its
+    abandon takes the one node in a round of its own, as ``MARA-v0``'s abandon choice K + 1 does."""
+    from types import SimpleNamespace
+
+    from ray.tune.experiment import Trial
+
+    from mara_agents import make_policy
+
+    scheduler = MARAScheduler(make_policy("edf+abandon", make_room=False), nodes=1, metric="loss", target=0.5)
+    trials = [SimpleNamespace(trial_id=f"t{k}", config={"deadline": 20 + 10 * k}, status=Trial.RUNNING)
+              for k in range(2)]
+    for trial in trials:
+        scheduler.on_trial_add(None, trial)
+    decisions = [scheduler.on_trial_result(None, trials[0], {"loss": 2.0}) for _ in range(4)]
+    assert decisions == [TrialScheduler.CONTINUE] * 3 + [TrialScheduler.STOP]
+    assert scheduler.outcomes() == {"t0": "abandoned", "t1": "running"}
+    assert [done.picks for done in scheduler.rounds] == [[1]] * 4 + [[scheduler.config.max_active + 1]]
+    scheduler.on_trial_complete(None, trials[0], {})
+    assert scheduler.chosen == [1] and scheduler.outcomes()["t0"] == "abandoned"
+    assert "1 abandoned" in scheduler.debug_string()
+    assert scheduler.on_trial_result(None, trials[1], {"loss": 0.1}) == TrialScheduler.STOP
+    assert scheduler.outcomes()["t1"] == "succeeded"
+
+
 @pytest.mark.parametrize("arguments, message", [
     ({"ema_decay": 1.5}, r"ema_decay must be in \[0, 1\), got 1.5"),
     ({"ema_decay": -0.1}, "ema_decay must be ≥ 0.0, got -0.1"),

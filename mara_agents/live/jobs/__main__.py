@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, help="output folder (default: a new scratch folder)")
     run.add_argument("--no-progress", action="store_true", help="no refreshing jobs table")
     run.add_argument("--no-check", action="store_true", help="skip running one step of each job here first")
+    run.add_argument("--fm-checkpoint", default="", help="FM checkpoint of the policies that read FM (default: the shipped one)")
     check = commands.add_parser("check", help="run one step of each job here, before any Ray")
     check.add_argument("file", help="a .py or .toml job file")
     twin = commands.add_parser("twin", help="replay recorded jobs in the simulator under many arrival sequences")
@@ -58,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     twin.add_argument("--seed", type=int, default=0, help="seed of the arrival sequences")
     twin.add_argument("--complete", default=None, metavar="FILE",
                       help="the job file that was run: records that stop short are completed by running it here")
+    twin.add_argument("--fm-checkpoint", default="", help="FM checkpoint of the policies that read FM (default: the shipped one)")
     forecast = commands.add_parser("forecast", help="FM and WLS forecast error on the jobs (Table 1's protocol)")
     forecast.add_argument("file", help="a .py or .toml job file")
     forecast.add_argument("--fm-checkpoint", default="", help="FM checkpoint (default: the shipped one)")
@@ -89,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         result = schedule(jobs, args.policy, args.nodes, args.address, out=out, max_active=args.max_active,
-                          max_steps=args.max_steps, attempts=args.attempts, progress=not args.no_progress)
+                          max_steps=args.max_steps, attempts=args.attempts, progress=not args.no_progress,
+                          fm_checkpoint=args.fm_checkpoint)
     except KeyboardInterrupt:
         print(f"\ninterrupted: stopped the jobs; what was recorded is saved in {out}", file=sys.stderr)
         return 130
@@ -133,7 +136,8 @@ def _twin(args: argparse.Namespace) -> int:
         short = {job.task.family for job in recorded.jobs if not job.exact}
         if args.complete is not None:
             recorded = complete(recorded, load_jobs(args.complete))
-        cells = run_twin(recorded, args.nodes, args.loads, args.sequences, args.policies, args.seed)
+        cells = run_twin(recorded, args.nodes, args.loads, args.sequences, args.policies, args.seed,
+                         fm_checkpoint=args.fm_checkpoint)
     except (ValueError, TypeError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2

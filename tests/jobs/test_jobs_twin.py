@@ -4,6 +4,7 @@ sequences, folders that recorded one job add up to its longest record, and nothi
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import numpy as np
@@ -107,12 +108,27 @@ def test_the_command_prints_the_table_and_writes_nothing(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [(["--loads", "0"], "a load is the arrival probability per step"),
                                            (["--sequences", "1"], "sequences must be at least 2"),
                                            (["--nodes", "0"], "--nodes must be positive"),
-                                           (["--policies", "nope"], "unknown policy 'nope'")])
+                                           (["--policies", "nope"], "unknown policy 'nope'"),
+                                           (["--fm-checkpoint", "/nope/fm.pt"], "no such file /nope/fm.pt")])
 def test_a_bad_twin_setting_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     folder = recorded_run(tmp_path / "run", JOBS)
     assert main(["twin", str(folder), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_the_policies_that_read_fm_read_the_given_checkpoint(tmp_path, monkeypatch):
+    schedule_module = importlib.import_module("mara_agents.live.jobs.schedule")  # the package exports schedule()
+    asked = []
+
+    def recorded(name, **kwargs):
+        asked.append((name, kwargs))
+        return make_policy(name)
+
+    monkeypatch.setattr(schedule_module, "make_policy", recorded)
+    recorded_folder = load_recorded([recorded_run(tmp_path / "run", JOBS)])
+    run_twin(recorded_folder, [1], [0.5], 2, ("edf", "slack-fm+abandon"), fm_checkpoint="adapted.pt")
+    assert asked == [("edf", {}), ("slack-fm+abandon", {"fm_checkpoint": "adapted.pt"})]
 
 
 def test_a_folder_that_is_not_a_recorded_run_is_one_line(tmp_path, capsys):

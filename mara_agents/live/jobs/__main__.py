@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         require_ray("python -m mara_agents.live.jobs")
         jobs = load_jobs(args.file)
+        existing_checkpoint(args.fm_checkpoint)
         out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="mara-jobs-"))
         writable_folder(out, "--out")
     except (ModuleNotFoundError, JobFileError, ValueError) as exc:
@@ -132,13 +133,14 @@ def _twin(args: argparse.Namespace) -> int:
     try:
         if any(m < 1 for m in args.nodes):
             raise ValueError(f"--nodes must be positive, got {args.nodes}")
+        existing_checkpoint(args.fm_checkpoint)
         recorded = load_recorded(args.folders)
         short = {job.task.family for job in recorded.jobs if not job.exact}
         if args.complete is not None:
             recorded = complete(recorded, load_jobs(args.complete))
         cells = run_twin(recorded, args.nodes, args.loads, args.sequences, args.policies, args.seed,
                          fm_checkpoint=args.fm_checkpoint)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RuntimeError) as exc:  # RuntimeError: a checkpoint that does not load
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     completed = sorted(short - {job.task.family for job in recorded.jobs if not job.exact})
@@ -151,6 +153,12 @@ def _twin(args: argparse.Namespace) -> int:
           f"{', '.join(short) if short else 'none'}\n")
     print(twin_table(cells, len(recorded.jobs)))
     return 0
+
+
+def existing_checkpoint(path: str) -> None:
+    """``ValueError`` naming ``--fm-checkpoint`` if it names no file (``""``, the shipped FM, passes)."""
+    if path and not Path(path).is_file():
+        raise ValueError(f"--fm-checkpoint: no such file {path}")
 
 
 def _check(file: str) -> int:

@@ -165,3 +165,15 @@ def test_the_job_file_completes_a_short_record_and_a_different_one_is_refused(tm
     (tmp_path / "other.py").write_text(SHORT_JOB_FILE.replace("[4.0, 3.0,", "[4.0, 3.5,"))
     assert main(["twin", str(folder), "--sequences", "2", "--complete", str(tmp_path / "other.py")]) == 2
     assert "job 'c': run here, its losses differ from its record" in capsys.readouterr().err
+
+
+def test_the_job_file_records_a_job_that_never_ran(tmp_path, capsys):
+    folder = recorded_run(tmp_path / "run", {"a": JOBS["a"], "c": (0.1, 10, [])})
+    (tmp_path / "jobs.py").write_text(SHORT_JOB_FILE)
+    common = ["twin", str(folder), "--nodes", "1", "--loads", "0.5", "--sequences", "2", "--policies", "fifo"]
+    assert main(common) == 0
+    assert "1 recorded jobs from 1 folder(s); never ran, left out: c" in capsys.readouterr().out
+    assert main([*common, "--complete", str(tmp_path / "jobs.py")]) == 0
+    out = capsys.readouterr().out
+    assert "2 recorded jobs from 1 folder(s)\n" in out and f"completed by running {tmp_path / 'jobs.py'} here: c" in out
+    assert out.splitlines()[-1].split()[-1] == "0"  # no step past a record

@@ -135,7 +135,7 @@ def _twin(args: argparse.Namespace) -> int:
             raise ValueError(f"--nodes must be positive, got {args.nodes}")
         existing_checkpoint(args.fm_checkpoint)
         recorded = load_recorded(args.folders)
-        short = {job.task.family for job in recorded.jobs if not job.exact}
+        short = {job.task.family for job in recorded.jobs + recorded.unrecorded if not job.exact}
         if args.complete is not None:
             recorded = complete(recorded, load_jobs(args.complete))
         cells = run_twin(recorded, args.nodes, args.loads, args.sequences, args.policies, args.seed,
@@ -143,10 +143,11 @@ def _twin(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, RuntimeError) as exc:  # RuntimeError: a checkpoint that does not load
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    completed = sorted(short - {job.task.family for job in recorded.jobs if not job.exact})
+    completed = sorted(short - {job.task.family for job in recorded.jobs + recorded.unrecorded if not job.exact})
     short = [job.task.family for job in recorded.jobs if not job.exact]
+    unrecorded = ", ".join(job.task.family for job in recorded.unrecorded)
     print(f"{len(recorded.jobs)} recorded jobs from {len(args.folders)} folder(s)"
-          + (f"; never ran, left out: {', '.join(recorded.unrecorded)}" if recorded.unrecorded else ""))
+          + (f"; never ran, left out: {unrecorded}" if unrecorded else ""))
     if completed:
         print(f"completed by running {args.complete} here: {', '.join(completed)}")
     print(f"records that stop before their target and budget (continued with their last loss): "

@@ -68,11 +68,12 @@ class RecordedJob:
 
 @dataclass(frozen=True)
 class Recorded:
-    """The jobs of one or more recorded folders, and the simulator's history width their runs used."""
+    """The jobs of one or more recorded folders, and the simulator's history width their runs used;
+    ``unrecorded`` holds the jobs that never ran a step (no loss to replay; :func:`complete` can run them)."""
 
     jobs: tuple[RecordedJob, ...]
     history_width: int
-    unrecorded: tuple[str, ...] = ()
+    unrecorded: tuple[RecordedJob, ...] = ()
 
 
 def load_recorded(folders: Sequence[str | Path]) -> Recorded:
@@ -95,7 +96,7 @@ def load_recorded(folders: Sequence[str | Path]) -> Recorded:
     ran = tuple(job for job in jobs.values() if job.losses.size)
     if not ran:
         raise ValueError(f"{', '.join(map(str, folders))}: no job ran a step, so there is nothing to replay")
-    return Recorded(ran, width, tuple(name for name, job in jobs.items() if not job.losses.size))
+    return Recorded(ran, width, tuple(job for job in jobs.values() if not job.losses.size))
 
 
 def _longer(known: RecordedJob | None, job: RecordedJob, folder: Path) -> RecordedJob:
@@ -111,22 +112,27 @@ def _longer(known: RecordedJob | None, job: RecordedJob, folder: Path) -> Record
 
 
 def complete(recorded: Recorded, jobs: Sequence[Job]) -> Recorded:
-    """``recorded`` with each short record (:attr:`RecordedJob.exact` false) continued by the job of that name in
-    ``jobs`` run here, alone, to its budget (:func:`~mara_env.live.jobs.run_offline`); ``ValueError`` where the
-    run does not begin with the recorded losses, to :data:`AGREE_RTOL` (the job file is not the one that was run)."""
+    """``recorded`` with each short record (:attr:`RecordedJob.exact` false) continued, and each job that never ran
+    recorded, by the job of that name in ``jobs`` run here, alone, to its budget
+    (:func:`~mara_env.live.jobs.run_offline`); ``ValueError`` where the run does not begin with the recorded
+    losses, to :data:`AGREE_RTOL` (the job file is not the one that was run)."""
     by_name = {job.name: job for job in jobs}
-    done = []
-    for job in recorded.jobs:
-        if job.exact or job.task.family not in by_name:
-            done.append(job)
-            continue
-        losses = run_offline(by_name[job.task.family], job.task.budget)
-        if losses.size < job.losses.size or not np.allclose(losses[:job.losses.size], job.losses, rtol=AGREE_RTOL,
-                                                            atol=0.0):
-            raise ValueError(f"job {job.task.family!r}: run here, its losses differ from its record; complete it "
-                             f"with the job file that was run")
-        done.append(dataclasses.replace(job, losses=np.concatenate([job.losses, losses[job.losses.size:]])))
-    return dataclasses.replace(recorded, jobs=tuple(done))
+    done = [job if job.exact or job.task.family not in by_name else _run_here(job, by_name[job.task.family])
+            for job in recorded.jobs]
+    unrun = [job for job in recorded.unrecorded if job.task.family in by_name]
+    left = tuple(job for job in recorded.unrecorded if job.task.family not in by_name)
+    return dataclasses.replace(recorded, jobs=tuple(done) + tuple(_run_here(job, by_name[job.task.family])
+                                                                  for job in unrun), unrecorded=left)
+
+
+def _run_here(job: RecordedJob, code: Job) -> RecordedJob:
+    """``job``'s record continued by ``code`` run here, alone, to the job's budget, once the run repeats it."""
+    losses = run_offline(code, job.task.budget)
+    if losses.size < job.losses.size or not np.allclose(losses[:job.losses.size], job.losses, rtol=AGREE_RTOL,
+                                                        atol=0.0):
+        raise ValueError(f"job {job.task.family!r}: run here, its losses differ from its record; complete it "
+                         f"with the job file that was run")
+    return dataclasses.replace(job, losses=np.concatenate([job.losses, losses[job.losses.size:]]))
 
 
 def arrival_sequence(jobs: Sequence[RecordedJob], load: float, rng: np.random.Generator) -> list[RecordedJob]:

@@ -3,11 +3,13 @@
 A live step differs from a simulated one only in where the losses come from: the batches the served tasks
 just ran reveal them, and a task whose recipe failed for good expires instead. :func:`live_step` does
 exactly that, then steps the simulator through the engine's :func:`~mara_env.engine.advance`, so the reward,
-info and episode end are the ones every ``MARA-v0`` front end reports.  With ``abandon=True`` a node's choice
-K + j abandons slot j − 1 as in ``MARA-v0``: the task leaves as abandoned before any batch runs, and the front end
-stops it (:func:`served_tasks` names the tasks that run a batch, :func:`abandoned_tasks` those that leave). ``LiveMARAEnv`` (losses from Ray
+info and episode end are the ones every ``MARA-v0`` front end reports. ``LiveMARAEnv`` (losses from Ray
 workers), ``mara_agents.live.tune.MARAScheduler`` (losses reported by Tune trials) and :func:`mara_env.live.replay`
 (losses read back from the recorded bank) all call it.
+
+With ``abandon=True`` a node's choice K + j abandons slot j − 1 as in ``MARA-v0``: the task leaves as abandoned
+before any batch runs, and the front end stops it.  :func:`served_tasks` names the tasks that run a batch in a
+step, :func:`abandoned_tasks` those that left as abandoned.
 """
 
 from __future__ import annotations

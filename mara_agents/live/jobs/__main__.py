@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, help="output folder (default: a new scratch folder)")
     run.add_argument("--no-progress", action="store_true", help="no refreshing jobs table")
     run.add_argument("--no-check", action="store_true", help="skip running one step of each job here first")
-    run.add_argument("--fm-checkpoint", default="", help="FM checkpoint of the policies that read FM (default: the shipped one)")
+    run.add_argument("--fm-checkpoint", default="",
+                     help="FM checkpoint of the policies that read FM (default: the shipped one)")
     check = commands.add_parser("check", help="run one step of each job here, before any Ray")
     check.add_argument("file", help="a .py or .toml job file")
     twin = commands.add_parser("twin", help="replay recorded jobs in the simulator under many arrival sequences")
@@ -59,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     twin.add_argument("--seed", type=int, default=0, help="seed of the arrival sequences")
     twin.add_argument("--complete", default=None, metavar="FILE",
                       help="the job file that was run: records that stop short are completed by running it here")
-    twin.add_argument("--fm-checkpoint", default="", help="FM checkpoint of the policies that read FM (default: the shipped one)")
+    twin.add_argument("--fm-checkpoint", default="",
+                      help="FM checkpoint of the policies that read FM (default: the shipped one)")
     forecast = commands.add_parser("forecast", help="FM and WLS forecast error on the jobs (Table 1's protocol)")
     forecast.add_argument("file", help="a .py or .toml job file")
     forecast.add_argument("--fm-checkpoint", default="", help="FM checkpoint (default: the shipped one)")

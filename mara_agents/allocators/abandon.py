@@ -174,6 +174,9 @@ def edf_abandoning(threshold: float, make_room: bool = False) -> AbandoningPolic
 ABANDONING = {
     "slack-fm+abandon": ("slack", "fm", (0.05, 0.125, 0.25), FITS_SHARE_THRESHOLD, True),
     "lara+abandon": ("lara", "wls", (2.0, 1.5, 1.0), 2.0, True),
+    # LARA's ranking over FM with FM-slack's rule (the share of FM's samples that fit), at FM-slack's val
+    # choice: not chosen for LARA-FM itself (docs/research/jobs_twin.md plays it on users' jobs)
+    "lara-fm+abandon": ("lara", "fm", (0.05, 0.125, 0.25), 0.05, True),
     "edf+abandon": ("edf", None, (2.0, 1.5, 1.0), 2.0, True),
 }
 """The abandoning allocators by name. Candidates are listed most conservative first (abandoning least). Each is

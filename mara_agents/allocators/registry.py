@@ -18,7 +18,7 @@ evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POL
 | ``mat-il-ens``  | three MATs decoded as one (ours) | FM | ``mat_il_ens_member{K}.pt``, K = 3·seed … 3·seed + 2 |
 | ``fifo``, ``edf`` | naive   | —         | —                                                         |
 | ``random``      | uniform matching | —  | —                                                         |
-| ``slack-fm+abandon``, ``lara+abandon``, ``edf+abandon`` | + abandon rule | FM, WLS, — | ``abandon=True`` |
+| ``slack-fm+abandon``, ``lara+abandon``, ``lara-fm+abandon``, ``edf+abandon`` | + abandon rule | FM, WLS, FM, — | ``abandon=True`` |
 | ``mat-il+abandon`` | MAT with the abandon head (ours) | FM | ``mat_il_abandon_seed0.pt``, ``abandon=True`` |
 | ``maskable-ppo`` | sb3-contrib MaskablePPO (third-party) | — | sb3-contrib + ``mara_agents/checkpoints/third_party/maskable_ppo_seed{seed}.zip`` |
 | ``maskable-ppo-fm`` | sb3-contrib MaskablePPO on ``MARA-Forecast-v0`` | FM | sb3-contrib + ``third_party/forecast/maskable_ppo_seed{seed}.zip`` |
@@ -26,8 +26,8 @@ evaluation (``evaluate.py``) reads its methods, labels and seeds from :data:`POL
 
 MAT policies decode greedily unless ``sample=True`` (``mat-il-ens`` decodes greedily only).  Building a policy never
 imports training code.  A method whose :attr:`Method.abandon` is set plays only ``MARA-v0`` with ``abandon=True``
-(2K + 1 choices per node): ``evaluate.py abandon`` plays it there, and the default evaluation and the live env,
-which have no abandon action, refuse it (:func:`refuse_abandoning`).
+(2K + 1 choices per node): ``evaluate.py abandon`` plays it there, and the live front ends switch the action on
+for it (``mara_agents.live.jobs.schedule.abandons``).
 """
 
 from __future__ import annotations
@@ -137,6 +137,7 @@ POLICIES: dict[str, Method] = {method.name: method for method in (
     # stop what cannot finish: each needs MARA-v0 with abandon=True (docs/research/abandon_rules.md)
     Method("slack-fm+abandon", "FM-slack + abandon", _abandoning("slack-fm+abandon"), abandon=True),
     Method("lara+abandon", "LARA + abandon", _abandoning("lara+abandon"), abandon=True),
+    Method("lara-fm+abandon", "LARA-FM + abandon", _abandoning("lara-fm+abandon"), abandon=True),
     Method("edf+abandon", "EDF + abandon", _abandoning("edf+abandon"), abandon=True),
     # one learned policy with the abandon action: DAgger from the abandoning expert, starting as FM-slack + abandon
     Method("mat-il+abandon", "MAT-IL + abandon (ours)", _mat("mat-il+abandon"), (0,), abandon=True),
@@ -188,12 +189,3 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
         if value is not None and key in ARGUMENT_CHECKS:
             ARGUMENT_CHECKS[key](key, value)
     return POLICIES[name].factory(**kwargs)
-
-
-def refuse_abandoning(name: str, where: str) -> None:
-    """``ValueError`` if the registered method ``name`` abandons tasks (:attr:`Method.abandon`): ``where`` (an env
-    without the abandon action) cannot carry that out."""
-    if name in POLICIES and POLICIES[name].abandon:
-        plain = ", ".join(sorted(n for n, method in POLICIES.items() if not method.abandon))
-        raise ValueError(f"{name!r} abandons tasks, which needs MARA-v0 with abandon=True; {where} has no abandon "
-                         f"action: choose one of {plain}")

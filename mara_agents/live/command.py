@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from mara_common import checks
 from mara_common.ray_support import require_ray
-from mara_agents.allocators.registry import POLICIES, make_policy, refuse_abandoning
+from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_agents.play.policy import Policy
 from mara_env.config import MAX_NODES, MAX_WINDOW, MARAConfig
 from mara_env.live import LiveEpisode, LiveMARAEnv, LiveSettings, LiveTask, replay_mismatches
@@ -191,11 +191,11 @@ def run(args: argparse.Namespace, out: Path) -> str:
     """Play the episode the arguments describe, save it into ``out`` (also when interrupted: what was recorded
     so far), replay it; returns the table."""
     config = MARAConfig(num_nodes=args.nodes, max_active=args.max_active, arrival_prob=args.arrival_prob,
-                        arrival_window=args.window or args.steps, max_nodes=max(16, args.nodes))
+                        arrival_window=args.window or args.steps, max_nodes=max(16, args.nodes),
+                        abandon=POLICIES[args.policy].abandon if args.policy in POLICIES else False)
     settings = LiveSettings(families=tuple(args.families), preset=args.preset, device=args.device,
                             data_root=args.data_root, max_steps=args.steps, attempts=args.attempts,
                             address=args.address, node_cpus=args.node_cpus)
-    refuse_abandoning(args.policy, "the live env")
     policy = make_policy(args.policy)
     env = LiveMARAEnv(config, settings)
     steps: list[dict[str, float]] = []

@@ -23,6 +23,11 @@ Tune reports asynchronously, so a trial that reports before the round ends follo
 allocation: a preemption takes effect at its next report, one iteration later than in the lock-step
 simulator.  Tune's clock is the trials' reports, so while trials wait the scheduler never leaves every node
 idle: if the allocator serves none, it serves the first waiting trial.
+
+**Abandoning.**  Under an abandoning allocator (``slack-fm+abandon``, ``edf+abandon``, ...) the bookkeeping has
+the abandon action (``MARAConfig(abandon=True)``): a trial the allocator abandons is stopped (``STOP`` at its next
+report, or at once if it waits) and its abandon takes a node's choice in the next round, as in ``MARA-v0``; its
+outcome is ``abandoned``.  If nothing else could train meanwhile, the abandon closes a round of its own.
 """
 
 from __future__ import annotations
@@ -37,14 +42,14 @@ from ray.tune.schedulers import TrialScheduler
 
 from mara_common import checks
 from curves.bank import FamilySpec
-from mara_agents.live.jobs.schedule import build_policy
+from mara_agents.live.jobs.schedule import abandons, build_policy
 from mara_agents.play.policy import Policy
 from mara_env.config import MARAConfig
 from mara_env.live.simulator import LiveSimulator
 from mara_env.live.step import live_step
 from mara_env.live.tasks import METRICS, LiveEpisode, LiveTask, tracked
 
-ENDED = ("succeeded", "expired")  # the outcomes of a trial that has left MARA's slots and queue
+ENDED = ("succeeded", "expired", "abandoned")  # the outcomes of a trial that has left MARA's slots and queue
 
 HISTORY_WIDTH = 700  # the shipped bank's H_max: the observation width the MAT checkpoints were trained on
 
@@ -76,12 +81,13 @@ class MARAScheduler(TrialScheduler):
     ``target`` (ε > 0) and ``deadline`` (iterations ≥ 1) apply to every trial unless its config has
     ``target_key`` / ``deadline_key``; every argument is checked here, a trial's own values when it is added.
     ``metric`` is the reported value to minimise (Tune's ``TuneConfig(metric=...)`` sets it too).
+    ``fm_checkpoint`` is the FM a registered policy that reads FM uses (``""``: the shipped one).
     """
 
     def __init__(self, policy: str | Policy = "slack-fm", nodes: int = 4, *, metric: str | None = None,
                  mode: str = "min", target: float | None = None, deadline: int | None = None,
                  target_key: str = "target", deadline_key: str = "deadline", target_metric: str = "cumulative_mean",
-                 ema_decay: float = 0.9, max_active: int = 10):
+                 ema_decay: float = 0.9, max_active: int = 10, fm_checkpoint: str = ""):
         super().__init__()
         if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
             raise ValueError(f"nodes must be a positive integer, got {nodes!r}")
@@ -94,11 +100,12 @@ class MARAScheduler(TrialScheduler):
             raise ValueError(f"ema_decay must be in [0, 1), got {ema_decay!r}")
         target = None if target is None else _target("target", target)
         deadline = None if deadline is None else _deadline("deadline", deadline)
-        self.label, self.policy = build_policy(policy, nodes)
+        self.label, self.policy = build_policy(policy, nodes, fm_checkpoint)
         self.nodes, self._metric, self.defaults = nodes, metric, {"target": target, "deadline": deadline}
         self.keys = {"target": target_key, "deadline": deadline_key}
         self.target_metric, self.ema_decay = target_metric, ema_decay
-        self.config = MARAConfig(num_nodes=nodes, max_active=max_active, max_nodes=max(16, nodes))
+        self.config = MARAConfig(num_nodes=nodes, max_active=max_active, max_nodes=max(16, nodes),
+                                 abandon=abandons(self.policy))
         self.trials: list[Trial] = []
         self.index: dict[str, int] = {}
         self.tasks: list[LiveTask] = []
@@ -106,6 +113,7 @@ class MARAScheduler(TrialScheduler):
         self.reports: dict[int, list[float]] = {}  # per trial, its values not yet in a finished round
         self.serving: set[int] = set()        # trials training in this round
         self.chosen: list[int] = []           # trials the allocator serves, in its order
+        self.dropping: list[int] = []         # trials the allocator abandoned, whose abandon the next round applies
         self.max_running = 0
         self.decisions: Counter[str] = Counter()  # CONTINUE / PAUSE / STOP, as returned
         self.iterations: Counter[str] = Counter()  # per trial id, the results it reported
@@ -149,6 +157,10 @@ class MARAScheduler(TrialScheduler):
     def _decide(self, trial: Trial, result: dict[str, Any]) -> str:
         self.max_running = max(self.max_running, sum(t.status == Trial.RUNNING for t in self.trials))
         k = self.index[trial.trial_id]
+        if self._abandoned(k):  # a value reported after the abandon: the trial is stopped, the value unused
+            self.serving.discard(k)
+            self._maybe_close_round()
+            return TrialScheduler.STOP
         value = float(result[self._metric])
         pending = self.reports.setdefault(k, [])
         pending.append(value)
@@ -160,7 +172,8 @@ class MARAScheduler(TrialScheduler):
         if finished:
             self.serving.discard(k)
         self._maybe_close_round()
-        if finished:
+        if finished or self._abandoned(k):
+            self.serving.discard(k)
             return TrialScheduler.STOP
         if k in self.chosen:
             return TrialScheduler.CONTINUE
@@ -181,9 +194,10 @@ class MARAScheduler(TrialScheduler):
         """The first waiting trial the allocator serves, while fewer than M trials train.  Waiting trials that
         expired meanwhile are stopped here."""
         for k, trial in enumerate(self.trials):
-            if trial.status in (Trial.PENDING, Trial.PAUSED) and self.simulator.task_outcome(k) in ENDED:
+            if trial.status in (Trial.PENDING, Trial.PAUSED) and (self.simulator.task_outcome(k) in ENDED
+                                                                  or k in self.dropping):
                 tune_controller.stop_trial(trial)
-        if len(self.serving) >= self.nodes:
+        if len(self.serving) >= self.nodes - len(self.dropping):
             return None
         for k in self.chosen:
             trial = self.trials[k]
@@ -196,11 +210,12 @@ class MARAScheduler(TrialScheduler):
         counts = Counter(self.outcomes().values())
         return (f"MARAScheduler ({self.label}, {self.nodes} nodes): round {len(self.rounds)}, "
                 f"{len(self.serving)} training, {counts['succeeded']} succeeded, {counts['expired']} expired, "
-                f"{self.decisions['PAUSE']} pauses")
+                f"{counts['abandoned']} abandoned, {self.decisions['PAUSE']} pauses")
 
     # ------------------------------------------------------------------ bookkeeping
     def outcomes(self) -> dict[str, str]:
-        """Per trial id: ``succeeded``, ``expired``, ``running``, ``queued`` (MARA's view of the trial)."""
+        """Per trial id: ``succeeded``, ``expired``, ``abandoned``, ``running``, ``queued`` (MARA's view of the
+        trial)."""
         if self.simulator is None:
             return {}
         return {trial.trial_id: outcome for trial, outcome in zip(self.trials, self.simulator.task_outcomes())}
@@ -229,29 +244,54 @@ class MARAScheduler(TrialScheduler):
         counts as failed: NaN); the values of trials still queued wait for their slot."""
         while self.reports and all(self.reports.get(k) for k in self.serving):
             slot_of = {task: slot for slot, task in enumerate(self.simulator.slot_tasks()) if task >= 0}
-            ready = [k for k, pending in self.reports.items() if pending and k in slot_of][:self.nodes]
+            ready = [k for k, pending in self.reports.items()
+                     if pending and k in slot_of][:self.nodes - len(self.dropping)]
             if not ready:
                 return
             values = {k: self.reports[k].pop(0) for k in ready}
             self.reports = {k: pending for k, pending in self.reports.items() if pending}
             served = [slot_of[k] + 1 for k, value in values.items() if math.isfinite(value)]
-            done = _Round(values, served + [0] * (self.nodes - len(served)))
-            self.rounds.append(done)
-            self._advance(done)
-            self._allocate()
+            self._close(_Round(values, self._with_abandons(served, slot_of)))
+
+    def _abandoned(self, k: int) -> bool:
+        """Whether the allocator abandoned trial ``k`` (its abandon applied, or waiting for the next round)."""
+        return k in self.dropping or self.simulator.task_outcome(k) == "abandoned"
+
+    def _close(self, done: _Round) -> None:
+        """Take a finished round's live step, then let the allocator choose the next."""
+        self.rounds.append(done)
+        self._advance(done)
+        self._allocate()
+
+    def _with_abandons(self, served: list[int], slot_of: dict[int, int]) -> list[int]:
+        """A round's joint action: the served picks, then the abandons (K + slot + 1) of the trials being dropped
+        (the served ones leave nodes for them), then idle nodes."""
+        dropped = [self.config.max_active + slot_of[k] + 1 for k in self.dropping]
+        return served + dropped + [0] * (self.nodes - len(served) - len(dropped))
 
     def _allocate(self) -> None:
-        """The allocator's choice for the next round (or the first waiting trial if it chooses none)."""
+        """The allocator's choice for the next round (or the first waiting trial if it chooses none), and the
+        trials it abandons.  The abandons take nodes in the next round, as the allocator's action says; where
+        they leave no node to train or the allocator serves nothing, they close a round of their own now."""
         slot_tasks = self.simulator.slot_tasks()
-        action = self.policy.act(self.simulator.observation())
-        slots = [int(pick) - 1 for pick in action if 0 < int(pick) <= len(slot_tasks)]
-        chosen = [slot_tasks[slot] for slot in slots if slot_tasks[slot] >= 0]
+        action = [int(pick) for pick in self.policy.act(self.simulator.observation())]
+        num_slots = len(slot_tasks)
+        self.dropping = [slot_tasks[pick - num_slots - 1] for pick in action
+                         if pick > num_slots and slot_tasks[pick - num_slots - 1] >= 0]
+        for k in self.dropping:
+            self.reports.pop(k, None)
+        chosen = [slot_tasks[pick - 1] for pick in action if 0 < pick <= num_slots and slot_tasks[pick - 1] >= 0]
+        if self.dropping and (not chosen or len(self.dropping) >= self.nodes):
+            slot_of = {task: slot for slot, task in enumerate(slot_tasks) if task >= 0}
+            self._close(_Round({}, self._with_abandons([], slot_of)))
+            return
         waiting = [task for task in slot_tasks if task >= 0]
         self.chosen = list(dict.fromkeys(chosen)) or waiting[:1]
 
     def _leave(self, k: int) -> None:
         """Trial ``k`` left on its own (or was stopped): it expires at the end of this round if still active."""
         self.serving.discard(k)
-        if self.simulator is not None and self.simulator.task_outcome(k) not in ENDED and not self.reports.get(k):
+        if (self.simulator is not None and self.simulator.task_outcome(k) not in ENDED and k not in self.dropping
+                and not self.reports.get(k)):
             self.reports[k] = [math.nan]
         self._maybe_close_round()

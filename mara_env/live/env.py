@@ -14,14 +14,14 @@ from gymnasium import spaces
 
 from curves.bank import DEFAULT_BANK, FamilySpec
 from mara_env.config import MARAConfig
-from mara_env.dynamics import SUCCEEDED, standing_picks
+from mara_env.dynamics import SUCCEEDED
 from mara_env.engine import action_picks, cached_bank, reset_info, resolve_conflicts
 from mara_env.gym_env import observation_spaces
 from mara_env.live.jobs import SOURCE, Job, check_jobs, job_episode, job_specs
 from mara_env.live.record import EpisodeLog, save_episode
 from mara_env.live.runner import BatchRunner, JobRunner, connect
 from mara_env.live.simulator import LiveSimulator
-from mara_env.live.step import live_step
+from mara_env.live.step import abandoned_tasks, live_step, served_tasks
 from mara_env.live.tasks import LiveEpisode, draw_live_episode
 
 
@@ -75,7 +75,9 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ## Action Space, Observation Space, Rewards
     Identical to ``MARA-v0`` with ``observation="dict"``: ``MultiDiscrete([K + 1] * M)`` actions, the same
     Dict observation (history width = the reference bank's H_max), the same shaped or sparse reward. Every
-    registered policy drives it unchanged.
+    registered policy drives it unchanged. With ``abandon=True`` (``MultiDiscrete([2K + 1] * M)``), K + j
+    abandons slot j − 1 as in ``MARA-v0``: the task runs no batch, leaves as ``abandoned``, and its state is
+    dropped from the object store; the step's log entry lists it under ``abandoned``.
 
     ## Episode End
     Terminates as ``MARA-v0`` does; with ``max_steps`` also truncates after that many steps (tasks still in
@@ -116,9 +118,6 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise ValueError(f"node_speeds={self.config.node_speeds!r} and switch_cost={self.config.switch_cost!r} are "
                              "simulator options; the live env runs one real batch per served node and step, so "
                              "leave them at their defaults")
-        if self.config.abandon:
-            raise ValueError("abandon=True is a simulator option; the live env cannot stop a running job yet, so "
-                             "leave abandon=False")
         m, k = self.config.num_nodes, self.config.max_active
         self.jobs = check_jobs(jobs) if jobs is not None else None
         reference = cached_bank(str(self.settings.reference_bank or DEFAULT_BANK))
@@ -142,8 +141,9 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 raise ValueError(f"families {not_live} have their own training loop and cannot run live")
             self.specs = {name: reference.families.get(name, facts["spec"]) for name, facts in self.facts.items()}
         self.sim = LiveSimulator(self.config, width)
-        self.action_space = spaces.MultiDiscrete([k + 1] * m)
-        self.observation_space = spaces.Dict({"action_mask": spaces.Box(0, 1, (m, k + 1), np.int8),
+        choices = 2 * k + 1 if self.config.abandon else k + 1
+        self.action_space = spaces.MultiDiscrete([choices] * m)
+        self.observation_space = spaces.Dict({"action_mask": spaces.Box(0, 1, (m, choices), np.int8),
                                               **observation_spaces(k, self.sim.history_width)})
         self.log: EpisodeLog | None = None
         self.ended = False
@@ -178,8 +178,7 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         sim, cfg = self.sim, self.config
         occupied = sim.occupied
         picks, repaired = resolve_conflicts(cfg, action_picks(cfg, action, occupied), occupied)
-        nodes = np.flatnonzero(standing_picks(picks, occupied)).tolist()
-        served = {node: int(sim.slot_task[picks[node] - 1]) for node in nodes}
+        served = served_tasks(sim, picks)
         batches = self.runner.run([(node, task, sim.live_episode.tasks[task]) for node, task in served.items()])
         t, status = sim.t, sim.status.copy()
         step = live_step(sim, picks.tolist(), batches.losses, batches.failed,
@@ -191,10 +190,12 @@ class LiveMARAEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                   "compute_sum_s": batches.compute_sum_s, "worker_sum_s": batches.worker_sum_s,
                   "retries": batches.retries}
         info = step.info
+        dropped = {"abandoned": abandoned_tasks(sim, status)} if cfg.abandon else {}
         self.log.steps.append({"t": t, "picks": step.picks, "served": sorted(batches.losses),
                                "losses": {str(k): v for k, v in sorted(batches.losses.items())},
                                "failed": sorted(batches.failed), "successes": info["successes"],
-                               "expirations": info["expirations"], "conflicts": info["conflicts"], **timing})
+                               "expirations": info["expirations"], "conflicts": info["conflicts"], **dropped,
+                               **timing})
         info["failed"] = sorted(batches.failed)
         limit = self.settings.max_steps
         truncated = not step.terminated and limit is not None and len(self.log.steps) >= limit

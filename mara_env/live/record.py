@@ -10,7 +10,8 @@ A live episode writes two things into its output folder:
 :func:`replay` takes the log's decisions through the live step again (:func:`mara_env.live.step.live_step`),
 revealing the losses from the recorded curves, and :func:`replay_mismatches` lists every step or task where
 the replay's successes and expiries differ from the live run's (none when the log and the bank record the
-run faithfully).
+run faithfully).  With ``abandon=True`` the log lists each step's abandoned tasks, and the replay must abandon
+as many in that step.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from mara_env.live.tasks import LiveEpisode
 FORMAT = "mara-live-episode"
 VERSION = 1
 CONFIG_FIELDS = ("num_nodes", "max_active", "arrival_prob", "arrival_window", "reward", "shaping_beta",
-                 "warmup_observations", "max_nodes", "conflicts")
+                 "warmup_observations", "max_nodes", "conflicts", "abandon")
 
 
 @dataclass
@@ -122,10 +123,13 @@ def replay_mismatches(out: str | Path) -> list[str]:
     data = load_episode_log(out)
     again = replay(out)
     problems = []
-    for step, s, e in zip(data["steps"], again.successes, again.expirations):
+    for step, s, e, info in zip(data["steps"], again.successes, again.expirations, again.infos):
         if (step["successes"], step["expirations"]) != (s, e):
             problems.append(f"step {step['t']}: live {step['successes']} successes / {step['expirations']} "
                             f"expiries, replay {s} / {e}")
+        if len(step.get("abandoned", ())) != info.get("abandoned", 0):
+            problems.append(f"step {step['t']}: live {len(step['abandoned'])} abandoned, replay "
+                            f"{info.get('abandoned', 0)}")
     for k, (live, sim) in enumerate(zip(data["outcomes"], again.outcomes)):
         if live != sim:
             problems.append(f"task {k}: live {live}, replay {sim}")

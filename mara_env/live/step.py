@@ -6,6 +6,10 @@ exactly that, then steps the simulator through the engine's :func:`~mara_env.eng
 info and episode end are the ones every ``MARA-v0`` front end reports. ``LiveMARAEnv`` (losses from Ray
 workers), ``mara_agents.live.tune.MARAScheduler`` (losses reported by Tune trials) and :func:`mara_env.live.replay`
 (losses read back from the recorded bank) all call it.
+
+With ``abandon=True`` a node's choice K + j abandons slot j − 1 as in ``MARA-v0``: the task leaves as abandoned
+before any batch runs, and the front end stops it.  :func:`served_tasks` names the tasks that run a batch in a
+step, :func:`abandoned_tasks` those that left as abandoned.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from mara_env.dynamics import standing_picks
+from mara_env.dynamics import ABANDONED, standing_choices, standing_picks
 from mara_env.engine import advance
 from mara_env.live.simulator import LiveSimulator
 
@@ -31,6 +35,24 @@ class LiveStep(NamedTuple):
     """The engine's step info (:func:`~mara_env.engine.advance`)."""
 
 
+def serving(sim: LiveSimulator, picks: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Boolean (M,): which of the nodes' ``picks`` serve a task this step (an abandon choice serves none)."""
+    picks = np.asarray(picks, dtype=np.int64)
+    if sim.abandon:
+        return standing_choices(picks, sim.occupied)[0]
+    return standing_picks(picks, sim.occupied)
+
+
+def served_tasks(sim: LiveSimulator, picks: Sequence[int] | np.ndarray) -> dict[int, int]:
+    """Node → task (its index in the episode) for every node whose pick serves a task this step."""
+    return {node: int(sim.slot_task[int(picks[node]) - 1]) for node in np.flatnonzero(serving(sim, picks)).tolist()}
+
+
+def abandoned_tasks(sim: LiveSimulator, before: np.ndarray) -> list[int]:
+    """The tasks that left as abandoned in the step just taken, given the statuses ``before`` it."""
+    return np.flatnonzero((sim.status == ABANDONED) & (before != ABANDONED)).tolist()
+
+
 def live_step(sim: LiveSimulator, picks: Sequence[int], losses: Mapping[int, float], failed: Collection[int],
               repaired: int | None = None) -> LiveStep:
     """Advance a live episode by one step of ``picks`` (each node's choice, conflicts already resolved).
@@ -42,7 +64,7 @@ def live_step(sim: LiveSimulator, picks: Sequence[int], losses: Mapping[int, flo
     """
     for task, loss in losses.items():
         sim.reveal(task, loss)
-    stands = standing_picks(np.asarray(picks, dtype=np.int64), sim.occupied)
+    stands = serving(sim, picks)
     applied = [0 if stand and int(sim.slot_task[pick - 1]) in failed else int(pick)
                for pick, stand in zip(picks, stands.tolist())]
     for task in failed:

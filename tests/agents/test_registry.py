@@ -106,14 +106,6 @@ def test_the_abandoning_allocators_are_registered_as_needing_the_abandon_action(
         make_policy("edf+abandon", threshold=-1)
 
 
-def test_an_env_without_the_abandon_action_refuses_an_abandoning_allocator_by_name():
-    from mara_agents.allocators.registry import refuse_abandoning
-    refuse_abandoning("edf", "the live env")  # a method that never abandons passes
-    with pytest.raises(ValueError, match=r"'lara\+abandon' abandons tasks, which needs MARA-v0 with abandon=True; "
-                                         r"the live env has no abandon action: choose one of cleanrl-ppo-fm, edf, "):
-        refuse_abandoning("lara+abandon", "the live env")
-
-
 def test_the_cache_key_of_an_abandoning_allocator_follows_its_threshold():
     from mara_agents.evaluation.fingerprint import policy_fingerprint
     chosen, other = make_policy("edf+abandon"), make_policy("edf+abandon", threshold=1.5)

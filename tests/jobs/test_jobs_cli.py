@@ -114,7 +114,8 @@ def test_a_bad_job_file_is_one_line_and_exit_2(tmp_path, capsys, name, text, mes
 @pytest.mark.parametrize("argv, message", [
     (["--policy", "nope"], "unknown policy 'nope'"), (["--nodes", "0"], "nodes must be a positive integer"),
     (["--policy", "mara", "--nodes", "4"], "policy 'mara' was trained for M = 7 nodes and cannot drive nodes=4"),
-    (["--out", "/proc/mara-jobs"], "--out: cannot write into /proc/mara-jobs")])
+    (["--out", "/proc/mara-jobs"], "--out: cannot write into /proc/mara-jobs"),
+    (["--fm-checkpoint", "/nope/fm.pt"], "--fm-checkpoint: no such file /nope/fm.pt")])
 def test_a_bad_setting_is_one_line_and_exit_2_before_ray_starts(tmp_path, capsys, argv, message):
     import ray
 

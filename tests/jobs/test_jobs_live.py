@@ -7,6 +7,7 @@ weights in place.  One Ray instance serves the module (starting one costs second
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -17,8 +18,10 @@ ray = pytest.importorskip("ray", reason="the Ray tests need the [ray] extra")
 from curves.bank import load_bank  # noqa: E402
 from mara_agents import POLICIES, make_policy  # noqa: E402
 from mara_agents.live.jobs import Job, schedule  # noqa: E402
-from mara_agents.live.jobs.schedule import trained_nodes  # noqa: E402
-from mara_env.live import replay_mismatches  # noqa: E402
+from mara_agents.live.jobs.outcome import abandon_reason, job_outcomes  # noqa: E402
+from mara_agents.live.jobs.schedule import ship_by_value, trained_nodes  # noqa: E402
+from mara_env.config import MARAConfig  # noqa: E402
+from mara_env.live import LiveMARAEnv, LiveSettings, replay, replay_mismatches  # noqa: E402
 from mara_env.live.jobs import run_offline  # noqa: E402
 from mara_env.live.tasks import tracked  # noqa: E402
 
@@ -161,18 +164,63 @@ def test_jobs_with_one_name_twice_are_refused():
         schedule([METRIC_JOBS[0], METRIC_JOBS[0]], policy="fifo")
 
 
-def test_an_allocator_that_abandons_is_refused_before_any_work():
-    with pytest.raises(ValueError, match=r"'edf\+abandon' abandons tasks, which needs MARA-v0 with abandon=True; "
-                                          r"the live env has no abandon action: choose one of .*'?edf"):
-        schedule([METRIC_JOBS[0]], policy="edf+abandon")
+def stuck(state):
+    """A step whose loss never falls: hopeless for any target below it."""
+    return state, 5.0
 
 
-@pytest.mark.parametrize("policy", sorted(name for name, method in POLICIES.items() if not method.abandon))
+STUCK_JOBS = [Job("stuck", setup, stuck, target=0.5, budget=30, seed=1, cpus=0.25),
+              Job("fit", setup, step, target=0.5, budget=40, seed=2, cpus=0.25)]
+
+
+def test_an_abandoned_job_is_stopped_its_state_dropped_and_the_replay_agrees(local_ray, tmp_path):
+    ship_by_value(STUCK_JOBS)
+    env = LiveMARAEnv(MARAConfig(num_nodes=1, max_active=2, arrival_window=1, abandon=True), LiveSettings(),
+                      jobs=STUCK_JOBS)
+    try:
+        env.reset()
+        env.step([1])                      # serve slot 0: "stuck" runs a step and its state is kept
+        assert 0 in env.runner.states and env.action_space.nvec.tolist() == [5]
+        _, _, _, _, info = env.step([3])   # K + 1 = 3: abandon slot 0; the node runs nothing this step
+        assert info["abandoned"] == 1 and 0 not in env.runner.states and env.task_outcomes()[0] == "abandoned"
+        assert env.log.steps[-1]["abandoned"] == [0] and env.log.steps[-1]["served"] == []
+        (row, _) = job_outcomes(env)
+        assert (row.outcome, row.steps, row.finished_at) == ("failed", 1, 2)
+        assert row.reason.startswith("abandoned at step 1:")
+        env.save(tmp_path)
+    finally:
+        env.close()
+    assert replay_mismatches(tmp_path) == [] and replay(tmp_path).outcomes[0] == "abandoned"
+
+
+def test_an_abandoning_allocator_stops_a_hopeless_job_live_and_the_replay_agrees(local_ray, tmp_path):
+    # one node, EDF: "stuck" (due first) runs until its rule has 4 values, which show no progress: abandoned
+    result = schedule(STUCK_JOBS, policy=make_policy("edf+abandon", make_room=False), nodes=1, out=tmp_path)
+    stuck_row, fit_row = result.jobs
+    assert (stuck_row.outcome, stuck_row.steps) == ("failed", 4)
+    assert stuck_row.reason == abandon_reason(stuck_row.finished_at) and fit_row.steps > 0  # the node went to "fit"
+    assert "stuck" in result.table() and "1 failed (1 abandoned)" in result.table()
+    assert result.mismatches == []
+    saved = json.loads((tmp_path / "jobs.json").read_text())["jobs"][0]
+    assert saved["outcome"] == "failed" and saved["reason"].startswith("abandoned at step 4")
+
+
+def test_a_replay_that_abandons_otherwise_than_the_run_is_a_mismatch(local_ray, tmp_path):
+    schedule(STUCK_JOBS, policy=make_policy("edf+abandon", make_room=False), nodes=1, out=tmp_path)
+    log = json.loads((tmp_path / "episode.json").read_text())
+    (step,) = [step for step in log["steps"] if step["abandoned"]]
+    step["abandoned"] = []
+    (tmp_path / "episode.json").write_text(json.dumps(log))
+    assert f"step {step['t']}: live 0 abandoned, replay 1" in replay_mismatches(tmp_path)
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_every_registered_allocator_drives_user_jobs_and_replays_identically(local_ray, tmp_path, policy):
     if policy == "maskable-ppo":
         pytest.importorskip("sb3_contrib", reason="maskable-ppo needs sb3-contrib")
     nodes = trained_nodes(make_policy(policy)) or 2
     jobs = [Job(f"j{k}", setup, step, target=0.5, budget=20, arrival=k, seed=k + 1, cpus=0.25) for k in range(3)]
     result = schedule(jobs, policy=policy, nodes=nodes, out=tmp_path)
-    assert {row.outcome for row in result.jobs} <= {"succeeded", "expired"}
+    assert {row.outcome for row in result.jobs} <= {"succeeded", "expired", "failed"}
+    assert all(row.reason.startswith("abandoned at step") for row in result.jobs if row.outcome == "failed")
     assert result.mismatches == []

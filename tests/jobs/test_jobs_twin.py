@@ -4,6 +4,7 @@ sequences, folders that recorded one job add up to its longest record, and nothi
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +43,21 @@ def played(folder: Path, policy: str, names: list[str], nodes: int = 1) -> tuple
 def test_each_policy_plays_the_recorded_losses_to_the_outcome_its_order_gives(tmp_path):
     folder = recorded_run(tmp_path / "run", {name: JOBS[name] for name in ("a", "b")})
     # one node; FIFO serves a for its three steps, and b, due at step 4, gets one; EDF serves b first, then a
-    assert played(folder, "fifo", ["a", "b"]) == (1, 0)
-    assert played(folder, "edf", ["a", "b"]) == (2, 0)
+    assert played(folder, "fifo", ["a", "b"]) == (1, 0, 0)
+    assert played(folder, "edf", ["a", "b"]) == (2, 0, 0)
+
+
+def test_an_abandoning_policy_plays_with_the_abandon_action_and_counts_what_it_abandoned(tmp_path):
+    folder = recorded_run(tmp_path / "run", {name: JOBS[name] for name in ("a", "c")})
+    jobs = {job.task.family: job for job in load_recorded([folder]).jobs}
+    config = MARAConfig(num_nodes=1, arrival_window=1, max_nodes=16, abandon=True)
+    # one node, EDF: a (due at 6) succeeds in 3 steps; c then runs 4 steps, from 4.0 to 2.0 of its target 0.1:
+    # at that pace it needs 17 more steps and has 3 left, so its rule abandons it
+    policy = make_policy("edf+abandon", make_room=False)
+    assert play([jobs["a"], jobs["c"]], policy, config, WIDTH) == (1, 1, 0)
+    cells = run_twin(load_recorded([folder]), [1], [0.5], 3, ("edf", "edf+abandon"))
+    assert cells[0].abandoned["edf"].tolist() == [0, 0, 0]
+    assert cells[0].successes["edf+abandon"].tolist() == cells[0].successes["edf"].tolist()
 
 
 def test_a_record_that_stops_short_is_continued_and_counted(tmp_path):
@@ -51,7 +65,7 @@ def test_a_record_that_stops_short_is_continued_and_counted(tmp_path):
     folder = recorded_run(tmp_path / "short", short)
     (job,) = load_recorded([folder]).jobs
     assert not job.exact
-    won, past = played(folder, "fifo", ["c"])
+    won, _, past = played(folder, "fifo", ["c"])
     assert won == 0 and past == 10 - 2
     longer = recorded_run(tmp_path / "long", {"c": JOBS["c"]})
     (job,) = load_recorded([folder, longer]).jobs
@@ -94,12 +108,27 @@ def test_the_command_prints_the_table_and_writes_nothing(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [(["--loads", "0"], "a load is the arrival probability per step"),
                                            (["--sequences", "1"], "sequences must be at least 2"),
                                            (["--nodes", "0"], "--nodes must be positive"),
-                                           (["--policies", "nope"], "unknown policy 'nope'")])
+                                           (["--policies", "nope"], "unknown policy 'nope'"),
+                                           (["--fm-checkpoint", "/nope/fm.pt"], "no such file /nope/fm.pt")])
 def test_a_bad_twin_setting_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     folder = recorded_run(tmp_path / "run", JOBS)
     assert main(["twin", str(folder), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_the_policies_that_read_fm_read_the_given_checkpoint(tmp_path, monkeypatch):
+    schedule_module = importlib.import_module("mara_agents.live.jobs.schedule")  # the package exports schedule()
+    asked = []
+
+    def recorded(name, **kwargs):
+        asked.append((name, kwargs))
+        return make_policy(name)
+
+    monkeypatch.setattr(schedule_module, "make_policy", recorded)
+    recorded_folder = load_recorded([recorded_run(tmp_path / "run", JOBS)])
+    run_twin(recorded_folder, [1], [0.5], 2, ("edf", "slack-fm+abandon"), fm_checkpoint="adapted.pt")
+    assert asked == [("edf", {}), ("slack-fm+abandon", {"fm_checkpoint": "adapted.pt"})]
 
 
 def test_a_folder_that_is_not_a_recorded_run_is_one_line(tmp_path, capsys):
@@ -136,3 +165,15 @@ def test_the_job_file_completes_a_short_record_and_a_different_one_is_refused(tm
     (tmp_path / "other.py").write_text(SHORT_JOB_FILE.replace("[4.0, 3.0,", "[4.0, 3.5,"))
     assert main(["twin", str(folder), "--sequences", "2", "--complete", str(tmp_path / "other.py")]) == 2
     assert "job 'c': run here, its losses differ from its record" in capsys.readouterr().err
+
+
+def test_the_job_file_records_a_job_that_never_ran(tmp_path, capsys):
+    folder = recorded_run(tmp_path / "run", {"a": JOBS["a"], "c": (0.1, 10, [])})
+    (tmp_path / "jobs.py").write_text(SHORT_JOB_FILE)
+    common = ["twin", str(folder), "--nodes", "1", "--loads", "0.5", "--sequences", "2", "--policies", "fifo"]
+    assert main(common) == 0
+    assert "1 recorded jobs from 1 folder(s); never ran, left out: c" in capsys.readouterr().out
+    assert main([*common, "--complete", str(tmp_path / "jobs.py")]) == 0
+    out = capsys.readouterr().out
+    assert "2 recorded jobs from 1 folder(s)\n" in out and f"completed by running {tmp_path / 'jobs.py'} here: c" in out
+    assert out.splitlines()[-1].split()[-1] == "0"  # no step past a record

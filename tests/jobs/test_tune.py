@@ -25,12 +25,12 @@ class Fit(tune.Trainable):
         rng = np.random.default_rng(config["seed"])
         self.x = rng.normal(size=(256, 4))
         self.y = self.x @ rng.normal(size=4)
-        self.w, self.rng = np.zeros(4), rng
+        self.w, self.rng, self.lr = np.zeros(4), rng, config.get("rate", 0.1)
 
     def step(self):
         rows = self.rng.integers(0, 256, 16)
         error = self.x[rows] @ self.w - self.y[rows]
-        self.w -= 0.1 * self.x[rows].T @ error / len(rows)
+        self.w -= self.lr * self.x[rows].T @ error / len(rows)
         return {"loss": float(np.mean(error**2))}
 
     def save_checkpoint(self, folder):
@@ -56,21 +56,25 @@ def offline(seed: int, steps: int) -> list[float]:
     return [trainable.step()["loss"] for _ in range(steps)]
 
 
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory):
+def tune_fits(scheduler: MARAScheduler, space: dict, folder) -> tune.ResultGrid:
+    """``Fit`` trials over ``space`` under ``scheduler``, on a local Ray with 2 CPUs that is shut down after."""
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import a test file
     try:
-        scheduler = MARAScheduler("edf", nodes=2, target=0.5)
-        space = {"seed": tune.grid_search(list(DEADLINES)),
-                 "deadline": tune.sample_from(lambda config: DEADLINES[config["seed"]])}
         tuner = tune.Tuner(tune.with_resources(Fit, {"cpu": 1}), param_space=space,
                            tune_config=tune.TuneConfig(scheduler=scheduler, metric="loss", mode="min"),
-                           run_config=tune.RunConfig(storage_path=str(tmp_path_factory.mktemp("tune")), verbose=0))
-        results = tuner.fit()
+                           run_config=tune.RunConfig(storage_path=str(folder), verbose=0))
+        return tuner.fit()
     finally:
         ray.shutdown()
-    return scheduler, results
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    scheduler = MARAScheduler("edf", nodes=2, target=0.5)
+    space = {"seed": tune.grid_search(list(DEADLINES)),
+             "deadline": tune.sample_from(lambda config: DEADLINES[config["seed"]])}
+    return scheduler, tune_fits(scheduler, space, tmp_path_factory.mktemp("tune"))
 
 
 def outcome_by_seed(scheduler: MARAScheduler) -> dict[int, str]:
@@ -103,6 +107,23 @@ def test_each_trial_stops_at_its_target_or_deadline_with_the_offline_losses(tune
             assert outcome == "expired" and (means > 0.5).all()
 
 
+def test_an_abandoning_allocator_stops_a_hopeless_trial_of_a_real_tuner(tmp_path):
+    """One node, EDF + abandon (abandoning whenever its rule says so): seed 2 is due first, and its negative
+    learning rate makes its loss grow, so after four iterations the rule abandons it; seed 1 then trains alone
+    and meets its target (offline, after 14 iterations)."""
+    from mara_agents import make_policy
+
+    scheduler = MARAScheduler(make_policy("edf+abandon", make_room=False), nodes=1, target=0.5)
+    settings = {1: (0.1, 60), 2: (-0.5, 20)}  # seed: (learning rate, deadline)
+    space = {"seed": tune.grid_search(list(settings)), "rate": tune.sample_from(lambda c: settings[c["seed"]][0]),
+             "deadline": tune.sample_from(lambda c: settings[c["seed"]][1])}
+    results = tune_fits(scheduler, space, tmp_path)
+    assert not results.errors and outcome_by_seed(scheduler) == {1: "succeeded", 2: "abandoned"}
+    trial_of = {trial.config["seed"]: trial.trial_id for trial in scheduler.trials}
+    assert 4 <= scheduler.iterations[trial_of[2]] <= 5  # a report already on its way when it was abandoned
+    assert scheduler.iterations[trial_of[1]] >= 14
+
+
 def test_each_finished_round_is_one_live_step(monkeypatch):
     """Without Tune running: a round's finite value is revealed and a NaN fails its trial, both in the live
     step every live front end takes."""
@@ -128,6 +149,32 @@ def test_each_finished_round_is_one_live_step(monkeypatch):
     assert scheduler.on_trial_result(None, trials[0], {"loss": float("nan")}) == TrialScheduler.STOP
     assert taken == [([1], {0: 1.0}, []), ([0], {}, [0])]
     assert scheduler.outcomes()["t0"] == "expired" and scheduler.simulator.per_batch[0] == [1.0]
+
+
+def test_an_abandoning_allocator_stops_the_trial_it_abandons_in_the_next_round():
+    """Without Tune running: EDF + abandon (abandoning whenever its rule says so) serves the earlier deadline
+    first; that trial's value never falls, so after four values the rule abandons it: it is stopped, and its
+    abandon takes the one node in a round of its own, as ``MARA-v0``'s abandon choice K + 1 does."""
+    from types import SimpleNamespace
+
+    from ray.tune.experiment import Trial
+
+    from mara_agents import make_policy
+
+    scheduler = MARAScheduler(make_policy("edf+abandon", make_room=False), nodes=1, metric="loss", target=0.5)
+    trials = [SimpleNamespace(trial_id=f"t{k}", config={"deadline": 20 + 10 * k}, status=Trial.RUNNING)
+              for k in range(2)]
+    for trial in trials:
+        scheduler.on_trial_add(None, trial)
+    decisions = [scheduler.on_trial_result(None, trials[0], {"loss": 2.0}) for _ in range(4)]
+    assert decisions == [TrialScheduler.CONTINUE] * 3 + [TrialScheduler.STOP]
+    assert scheduler.outcomes() == {"t0": "abandoned", "t1": "running"}
+    assert [done.picks for done in scheduler.rounds] == [[1]] * 4 + [[scheduler.config.max_active + 1]]
+    scheduler.on_trial_complete(None, trials[0], {})
+    assert scheduler.chosen == [1] and scheduler.outcomes()["t0"] == "abandoned"
+    assert "1 abandoned" in scheduler.debug_string()
+    assert scheduler.on_trial_result(None, trials[1], {"loss": 0.1}) == TrialScheduler.STOP
+    assert scheduler.outcomes()["t1"] == "succeeded"
 
 
 @pytest.mark.parametrize("arguments, message", [

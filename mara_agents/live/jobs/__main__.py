@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, help="output folder (default: a new scratch folder)")
     run.add_argument("--no-progress", action="store_true", help="no refreshing jobs table")
     run.add_argument("--no-check", action="store_true", help="skip running one step of each job here first")
+    run.add_argument("--fm-checkpoint", default="",
+                     help="FM checkpoint of the policies that read FM (default: the shipped one)")
     check = commands.add_parser("check", help="run one step of each job here, before any Ray")
     check.add_argument("file", help="a .py or .toml job file")
     twin = commands.add_parser("twin", help="replay recorded jobs in the simulator under many arrival sequences")
@@ -58,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     twin.add_argument("--seed", type=int, default=0, help="seed of the arrival sequences")
     twin.add_argument("--complete", default=None, metavar="FILE",
                       help="the job file that was run: records that stop short are completed by running it here")
+    twin.add_argument("--fm-checkpoint", default="",
+                      help="FM checkpoint of the policies that read FM (default: the shipped one)")
     forecast = commands.add_parser("forecast", help="FM and WLS forecast error on the jobs (Table 1's protocol)")
     forecast.add_argument("file", help="a .py or .toml job file")
     forecast.add_argument("--fm-checkpoint", default="", help="FM checkpoint (default: the shipped one)")
@@ -80,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         require_ray("python -m mara_agents.live.jobs")
         jobs = load_jobs(args.file)
+        existing_checkpoint(args.fm_checkpoint)
         out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="mara-jobs-"))
         writable_folder(out, "--out")
     except (ModuleNotFoundError, JobFileError, ValueError) as exc:
@@ -89,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         result = schedule(jobs, args.policy, args.nodes, args.address, out=out, max_active=args.max_active,
-                          max_steps=args.max_steps, attempts=args.attempts, progress=not args.no_progress)
+                          max_steps=args.max_steps, attempts=args.attempts, progress=not args.no_progress,
+                          fm_checkpoint=args.fm_checkpoint)
     except KeyboardInterrupt:
         print(f"\ninterrupted: stopped the jobs; what was recorded is saved in {out}", file=sys.stderr)
         return 130
@@ -129,24 +135,33 @@ def _twin(args: argparse.Namespace) -> int:
     try:
         if any(m < 1 for m in args.nodes):
             raise ValueError(f"--nodes must be positive, got {args.nodes}")
+        existing_checkpoint(args.fm_checkpoint)
         recorded = load_recorded(args.folders)
-        short = {job.task.family for job in recorded.jobs if not job.exact}
+        short = {job.task.family for job in recorded.jobs + recorded.unrecorded if not job.exact}
         if args.complete is not None:
             recorded = complete(recorded, load_jobs(args.complete))
-        cells = run_twin(recorded, args.nodes, args.loads, args.sequences, args.policies, args.seed)
-    except (ValueError, TypeError) as exc:
+        cells = run_twin(recorded, args.nodes, args.loads, args.sequences, args.policies, args.seed,
+                         fm_checkpoint=args.fm_checkpoint)
+    except (ValueError, TypeError, RuntimeError) as exc:  # RuntimeError: a checkpoint that does not load
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    completed = sorted(short - {job.task.family for job in recorded.jobs if not job.exact})
+    completed = sorted(short - {job.task.family for job in recorded.jobs + recorded.unrecorded if not job.exact})
     short = [job.task.family for job in recorded.jobs if not job.exact]
+    unrecorded = ", ".join(job.task.family for job in recorded.unrecorded)
     print(f"{len(recorded.jobs)} recorded jobs from {len(args.folders)} folder(s)"
-          + (f"; never ran, left out: {', '.join(recorded.unrecorded)}" if recorded.unrecorded else ""))
+          + (f"; never ran, left out: {unrecorded}" if unrecorded else ""))
     if completed:
         print(f"completed by running {args.complete} here: {', '.join(completed)}")
     print(f"records that stop before their target and budget (continued with their last loss): "
           f"{', '.join(short) if short else 'none'}\n")
     print(twin_table(cells, len(recorded.jobs)))
     return 0
+
+
+def existing_checkpoint(path: str) -> None:
+    """``ValueError`` naming ``--fm-checkpoint`` if it names no file (``""``, the shipped FM, passes)."""
+    if path and not Path(path).is_file():
+        raise ValueError(f"--fm-checkpoint: no such file {path}")
 
 
 def _check(file: str) -> int:

@@ -18,8 +18,8 @@ from mara_env.live.tasks import tracked
 @dataclass(frozen=True)
 class JobOutcome:
     """One job's fate: ``outcome`` is ``succeeded``, ``expired``, ``failed`` (its code raised, timed out,
-    reported a non-finite loss or outgrew the object store: ``reason`` says which), ``running``, ``queued``
-    or ``not arrived`` (the last three only for a run cut short)."""
+    reported a non-finite loss or outgrew the object store, or an abandoning allocator stopped it: ``reason``
+    says which), ``running``, ``queued`` or ``not arrived`` (the last three only for a run cut short)."""
 
     name: str
     arrival: int
@@ -44,18 +44,26 @@ def job_outcomes(env: LiveMARAEnv) -> list[JobOutcome]:
     for k, (task, status, losses, left) in enumerate(zip(env.live_episode.tasks, env.task_outcomes(), env.losses,
                                                          env.finished_at())):
         value = float(tracked(losses, task.metric, task.ema_decay)[-1]) if losses else None
+        reason = abandon_reason(left) if status == "abandoned" else failed.get(k, "")
         rows.append(JobOutcome(task.family, task.arrival, task.budget, task.eps, task.metric,
-                               "failed" if k in failed else status, len(losses), left, value, failed.get(k, "")))
+                               "failed" if k in failed or status == "abandoned" else status, len(losses), left,
+                               value, reason))
     return rows
+
+
+def abandon_reason(left_at: int) -> str:
+    """The reason shown for a job the allocator abandoned; it left at the end of step ``left_at`` − 1."""
+    return f"abandoned at step {left_at - 1}: the allocator judged it could not reach its target in time"
 
 
 def outcome_table(rows: list[JobOutcome], t: int | None = None) -> str:
     """The jobs table: per job its state, steps run against its budget, the tracked loss against ε."""
     counts = {name: sum(row.outcome == name for row in rows) for name in ("succeeded", "expired", "failed")}
     running = sum(row.outcome in ("running", "queued") for row in rows)
+    abandoned = sum(row.reason.startswith("abandoned at step") for row in rows)
     head = "" if t is None else f"step {t}: "
-    lines = [f"{head}{counts['succeeded']} succeeded, {counts['expired']} expired, {counts['failed']} failed, "
-             f"{running} running or queued, {len(rows)} jobs",
+    lines = [f"{head}{counts['succeeded']} succeeded, {counts['expired']} expired, {counts['failed']} failed"
+             + (f" ({abandoned} abandoned)" if abandoned else "") + f", {running} running or queued, {len(rows)} jobs",
              f"{'job':<22}{'arrival':>8}{'steps/B':>11}{'loss':>10}{'target':>10}  {'metric':<16}{'state':<12}"]
     for row in rows:
         value = "-" if row.value is None else f"{row.value:.4g}"

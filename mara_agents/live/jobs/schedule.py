@@ -14,6 +14,7 @@ and replays the decisions in the simulator over the recorded curves (:func:`mara
 
 from __future__ import annotations
 
+import inspect
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -28,7 +29,8 @@ from mara_common.ray_support import require_ray
 from mara_agents.live.jobs.outcome import JobOutcome, ProgressTable, job_outcomes, outcome_table
 from mara_agents.live.command import latency_rows, play_episode, writable_folder
 from mara_agents.play.policy import Policy
-from mara_agents.allocators.registry import POLICIES, make_policy, refuse_abandoning
+from mara_agents.allocators.abandon import AbandoningPolicy
+from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_env.config import MARAConfig
 from mara_env.live import LiveMARAEnv, LiveSettings, replay_mismatches
 from mara_env.live.jobs import Job, check_jobs
@@ -91,11 +93,24 @@ def trained_nodes(policy: Policy) -> int | None:
     return getattr(hparams, "num_nodes", None) or getattr(policy, "num_nodes", None)
 
 
-def build_policy(policy: str | Policy, nodes: int) -> tuple[str, Policy]:
-    """(label, policy) for a registered name or a policy object; a policy trained for another M is refused."""
+def named_policy(name: str, fm_checkpoint: str = "") -> Policy:
+    """The registered allocator ``name``, reading FM from ``fm_checkpoint`` where it reads FM at all (``""``: the
+    shipped FM; a policy without a predictor ignores it)."""
+    accepts = name in POLICIES and "fm_checkpoint" in inspect.signature(POLICIES[name].factory).parameters
+    return make_policy(name, **({"fm_checkpoint": str(fm_checkpoint)} if fm_checkpoint and accepts else {}))
+
+
+def abandons(policy: Policy) -> bool:
+    """Whether ``policy`` gives up tasks (an abandoning allocator, ``mara_agents.allocators.abandon``): it needs the
+    abandon action (``MARAConfig(abandon=True)``, 2K + 1 choices per node)."""
+    return isinstance(policy, AbandoningPolicy)
+
+
+def build_policy(policy: str | Policy, nodes: int, fm_checkpoint: str = "") -> tuple[str, Policy]:
+    """(label, policy) for a registered name (built with ``fm_checkpoint``, :func:`named_policy`) or a policy
+    object; a policy trained for another M is refused."""
     if isinstance(policy, str):
-        refuse_abandoning(policy, "the live env")
-        name, chooser = policy, make_policy(policy)
+        name, chooser = policy, named_policy(policy, fm_checkpoint)
     elif callable(getattr(policy, "act", None)):
         name, chooser = type(policy).__name__, policy
     else:
@@ -110,14 +125,18 @@ def build_policy(policy: str | Policy, nodes: int) -> tuple[str, Policy]:
 
 def schedule(jobs: Sequence[Job], policy: str | Policy = "slack-fm", nodes: int = 4, address: str | None = None, *,
              out: str | Path | None = None, max_active: int = 10, max_steps: int | None = None, attempts: int = 3,
-             seed: int = 0, progress: bool = False) -> ScheduleResult:
+             seed: int = 0, progress: bool = False, fm_checkpoint: str | Path = "") -> ScheduleResult:
     """Run ``jobs`` on ``nodes`` nodes under ``policy`` (a registered allocator's name or a policy object).
 
     ``address`` names a Ray cluster; ``None`` uses the Ray this process has already started, or starts a
     local one (with max(M × the largest job's CPUs, this machine's CPUs) logical CPUs) and shuts it down at
     the end.  ``max_active`` is K, the job slots the allocator sees (MAT checkpoints were trained with 10).
     ``attempts`` counts the tries of a step whose worker raised or died.  ``out`` defaults to a new scratch
-    folder.  ``progress`` shows the refreshing jobs table on stderr.
+    folder.  ``progress`` shows the refreshing jobs table on stderr.  ``fm_checkpoint`` is the FM a registered
+    policy that reads FM uses (``""``: the shipped one), e.g. one fine-tuned on the user's recorded jobs.
+
+    An abandoning allocator (``slack-fm+abandon``, ``edf+abandon``, ...) runs with the abandon action: a job it
+    abandons is stopped, its state dropped, and it leaves as ``failed`` with the step in its reason.
 
     On Ctrl-C (or SIGTERM mapped to ``KeyboardInterrupt``) the running steps are cancelled, what was recorded
     is saved to ``out``, and ``KeyboardInterrupt`` is raised again.
@@ -126,9 +145,10 @@ def schedule(jobs: Sequence[Job], policy: str | Policy = "slack-fm", nodes: int 
     jobs = check_jobs(jobs)
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise ValueError(f"nodes must be a positive integer, got {nodes!r}")
-    label, chooser = build_policy(policy, nodes)
+    label, chooser = build_policy(policy, nodes, str(fm_checkpoint))
     window = max(job.arrival for job in jobs) + 1
-    config = MARAConfig(num_nodes=nodes, max_active=max_active, arrival_window=window, max_nodes=max(16, nodes))
+    config = MARAConfig(num_nodes=nodes, max_active=max_active, arrival_window=window, max_nodes=max(16, nodes),
+                        abandon=abandons(chooser))
     settings = LiveSettings(max_steps=max_steps, attempts=attempts, address=address)
     out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="mara-jobs-"))
     writable_folder(out)

@@ -15,7 +15,8 @@ used a continued loss, and a twin where that count is 0 is exact.  Folders that 
 job (the same name) add up to its longest record, once their common steps agree.
 
 Each allocator's success count per sequence is compared, paired by sequence, with EDF's and FIFO's: the mean
-difference and its t interval at level 0.95.
+difference and its t interval at level 0.95.  An abandoning allocator (``slack-fm+abandon``, ...) plays with the
+abandon action, as a live run of it does, and the table shows how many jobs it abandoned.
 """
 
 from __future__ import annotations
@@ -25,23 +26,24 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from curves.bank import FamilySpec, load_bank
-from mara_agents.allocators.registry import make_policy
 from mara_agents.evaluation.stats import half_width
+from mara_agents.live.jobs.schedule import abandons, named_policy
 from mara_agents.play.policy import Policy
 from mara_env.config import MARAConfig
-from mara_env.dynamics import standing_picks
 from mara_env.engine import action_picks, resolve_conflicts
 from mara_env.live.record import load_episode_log
 from mara_env.live.jobs import Job, run_offline
 from mara_env.live.simulator import LiveSimulator
-from mara_env.live.step import live_step
+from mara_env.live.step import live_step, served_tasks
 from mara_env.live.tasks import LiveEpisode, LiveTask, tracked
 
-TWIN_POLICIES = ("fifo", "edf", "lara", "lara-fm", "slack-fm")
+TWIN_POLICIES = ("fifo", "edf", "edf+abandon", "lara", "lara+abandon", "lara-fm", "lara-fm+abandon", "slack-fm",
+                 "slack-fm+abandon")
 ANCHORS = ("edf", "fifo")
 # how closely a job run here must repeat its record: a worker with another thread count rounds a torch job's
 # sums differently, so its losses agree to float32 rounding, not bit for bit
@@ -66,11 +68,12 @@ class RecordedJob:
 
 @dataclass(frozen=True)
 class Recorded:
-    """The jobs of one or more recorded folders, and the simulator's history width their runs used."""
+    """The jobs of one or more recorded folders, and the simulator's history width their runs used;
+    ``unrecorded`` holds the jobs that never ran a step (no loss to replay; :func:`complete` can run them)."""
 
     jobs: tuple[RecordedJob, ...]
     history_width: int
-    unrecorded: tuple[str, ...] = ()
+    unrecorded: tuple[RecordedJob, ...] = ()
 
 
 def load_recorded(folders: Sequence[str | Path]) -> Recorded:
@@ -93,7 +96,7 @@ def load_recorded(folders: Sequence[str | Path]) -> Recorded:
     ran = tuple(job for job in jobs.values() if job.losses.size)
     if not ran:
         raise ValueError(f"{', '.join(map(str, folders))}: no job ran a step, so there is nothing to replay")
-    return Recorded(ran, width, tuple(name for name, job in jobs.items() if not job.losses.size))
+    return Recorded(ran, width, tuple(job for job in jobs.values() if not job.losses.size))
 
 
 def _longer(known: RecordedJob | None, job: RecordedJob, folder: Path) -> RecordedJob:
@@ -109,22 +112,27 @@ def _longer(known: RecordedJob | None, job: RecordedJob, folder: Path) -> Record
 
 
 def complete(recorded: Recorded, jobs: Sequence[Job]) -> Recorded:
-    """``recorded`` with each short record (:attr:`RecordedJob.exact` false) continued by the job of that name in
-    ``jobs`` run here, alone, to its budget (:func:`~mara_env.live.jobs.run_offline`); ``ValueError`` where the
-    run does not begin with the recorded losses, to :data:`AGREE_RTOL` (the job file is not the one that was run)."""
+    """``recorded`` with each short record (:attr:`RecordedJob.exact` false) continued, and each job that never ran
+    recorded, by the job of that name in ``jobs`` run here, alone, to its budget
+    (:func:`~mara_env.live.jobs.run_offline`); ``ValueError`` where the run does not begin with the recorded
+    losses, to :data:`AGREE_RTOL` (the job file is not the one that was run)."""
     by_name = {job.name: job for job in jobs}
-    done = []
-    for job in recorded.jobs:
-        if job.exact or job.task.family not in by_name:
-            done.append(job)
-            continue
-        losses = run_offline(by_name[job.task.family], job.task.budget)
-        if losses.size < job.losses.size or not np.allclose(losses[:job.losses.size], job.losses, rtol=AGREE_RTOL,
-                                                            atol=0.0):
-            raise ValueError(f"job {job.task.family!r}: run here, its losses differ from its record; complete it "
-                             f"with the job file that was run")
-        done.append(dataclasses.replace(job, losses=np.concatenate([job.losses, losses[job.losses.size:]])))
-    return dataclasses.replace(recorded, jobs=tuple(done))
+    done = [job if job.exact or job.task.family not in by_name else _run_here(job, by_name[job.task.family])
+            for job in recorded.jobs]
+    unrun = [job for job in recorded.unrecorded if job.task.family in by_name]
+    left = tuple(job for job in recorded.unrecorded if job.task.family not in by_name)
+    return dataclasses.replace(recorded, jobs=tuple(done) + tuple(_run_here(job, by_name[job.task.family])
+                                                                  for job in unrun), unrecorded=left)
+
+
+def _run_here(job: RecordedJob, code: Job) -> RecordedJob:
+    """``job``'s record continued by ``code`` run here, alone, to the job's budget, once the run repeats it."""
+    losses = run_offline(code, job.task.budget)
+    if losses.size < job.losses.size or not np.allclose(losses[:job.losses.size], job.losses, rtol=AGREE_RTOL,
+                                                        atol=0.0):
+        raise ValueError(f"job {job.task.family!r}: run here, its losses differ from its record; complete it "
+                         f"with the job file that was run")
+    return dataclasses.replace(job, losses=np.concatenate([job.losses, losses[job.losses.size:]]))
 
 
 def arrival_sequence(jobs: Sequence[RecordedJob], load: float, rng: np.random.Generator) -> list[RecordedJob]:
@@ -137,8 +145,16 @@ def arrival_sequence(jobs: Sequence[RecordedJob], load: float, rng: np.random.Ge
             for k, arrival in zip(order.tolist(), np.cumsum(gaps).tolist())]
 
 
-def play(jobs: Sequence[RecordedJob], policy: Policy, config: MARAConfig, history_width: int) -> tuple[int, int]:
-    """Play one arrival sequence under ``policy``; returns (jobs that succeeded, job-steps past a record)."""
+class Played(NamedTuple):
+    """One arrival sequence under one policy: jobs that succeeded, jobs it abandoned, job-steps past a record."""
+
+    succeeded: int
+    abandoned: int
+    past: int
+
+
+def play(jobs: Sequence[RecordedJob], policy: Policy, config: MARAConfig, history_width: int) -> Played:
+    """Play one arrival sequence under ``policy`` (``config.abandon`` set for an abandoning one)."""
     episode = LiveEpisode(tuple(job.task for job in jobs), preset="user")
     sim = LiveSimulator(config, history_width)
     sim.load_live(episode, {job.task.family: job.spec for job in jobs})
@@ -148,36 +164,40 @@ def play(jobs: Sequence[RecordedJob], policy: Policy, config: MARAConfig, histor
         occupied = sim.occupied
         picks, repaired = resolve_conflicts(config, action_picks(config, policy.act(sim.observation()), occupied),
                                             occupied)
-        served = [int(sim.slot_task[picks[node] - 1]) for node in np.flatnonzero(standing_picks(picks, occupied))]
         losses = {}
-        for task in served:
+        for task in served_tasks(sim, picks).values():
             record, s = jobs[task].losses, len(sim.per_batch[task])
             past += s >= record.size
             losses[task] = float(record[min(s, record.size - 1)]) if record.size else math.inf
         terminated = live_step(sim, picks.tolist(), losses, (), repaired).terminated
-    return sum(outcome == "succeeded" for outcome in sim.task_outcomes()), past
+    outcomes = sim.task_outcomes()
+    return Played(outcomes.count("succeeded"), outcomes.count("abandoned"), past)
 
 
 @dataclass(frozen=True)
 class TwinCell:
-    """Per policy, the jobs that succeeded in each arrival sequence of one (nodes, load) cell, and the job-steps
-    that used a continued loss."""
+    """Per policy, the jobs that succeeded and those it abandoned in each arrival sequence of one (nodes, load)
+    cell, and the job-steps that used a continued loss."""
 
     nodes: int
     load: float
     successes: dict[str, np.ndarray]
     past: dict[str, int]
+    abandoned: dict[str, np.ndarray]
 
 
 def run_twin(recorded: Recorded, nodes: Sequence[int], loads: Sequence[float], sequences: int = 50,
-             policies: Sequence[str] = TWIN_POLICIES, seed: int = 0, max_active: int = 10) -> list[TwinCell]:
-    """Every policy on the same ``sequences`` arrival sequences per load (drawn from ``seed``), at each node count."""
+             policies: Sequence[str] = TWIN_POLICIES, seed: int = 0, max_active: int = 10,
+             fm_checkpoint: str = "") -> list[TwinCell]:
+    """Every policy on the same ``sequences`` arrival sequences per load (drawn from ``seed``), at each node count;
+    the policies that read FM read ``fm_checkpoint`` (``""``: the shipped FM).  An abandoning policy plays with
+    the abandon action, the others without it: on the same sequences, the outcomes compare as they are."""
     for load in loads:
         if not 0 < load <= 1:
             raise ValueError(f"a load is the arrival probability per step, in (0, 1], got {load!r}")
     if sequences < 2:
         raise ValueError(f"sequences must be at least 2 (the intervals need two), got {sequences!r}")
-    built = {name: make_policy(name) for name in policies}
+    built = {name: named_policy(name, fm_checkpoint) for name in policies}
     cells = []
     for load_index, load in enumerate(loads):
         rng = np.random.default_rng([seed, load_index])
@@ -185,25 +205,31 @@ def run_twin(recorded: Recorded, nodes: Sequence[int], loads: Sequence[float], s
         for m in nodes:
             configs = [MARAConfig(num_nodes=m, max_active=max_active, max_nodes=max(16, m),
                                   arrival_window=max(job.task.arrival for job in jobs) + 1) for jobs in drawn]
-            played = {name: [play(jobs, policy, config, recorded.history_width)
-                             for jobs, config in zip(drawn, configs)] for name, policy in built.items()}
-            cells.append(TwinCell(m, load, {name: np.array([won for won, _ in rows]) for name, rows in played.items()},
-                                  {name: sum(past for _, past in rows) for name, rows in played.items()}))
+            played = {name: [play(jobs, policy, dataclasses.replace(config, abandon=abandons(policy)),
+                                  recorded.history_width) for jobs, config in zip(drawn, configs)]
+                      for name, policy in built.items()}
+            cells.append(TwinCell(m, load, {name: np.array([row.succeeded for row in rows])
+                                            for name, rows in played.items()},
+                                  {name: sum(row.past for row in rows) for name, rows in played.items()},
+                                  {name: np.array([row.abandoned for row in rows]) for name, rows in played.items()}))
     return cells
 
 
 def twin_table(cells: Sequence[TwinCell], jobs: int) -> str:
-    """Per cell, each policy's mean successes and its paired difference with EDF and with FIFO (t intervals at level 0.95)."""
+    """Per cell, each policy's mean successes, its paired difference with EDF and with FIFO (t intervals at level
+    0.95), and the mean number of jobs it abandoned."""
     lines = []
+    width = max(10, *(len(name) + 2 for cell in cells for name in cell.successes))
     for cell in cells:
         count = len(next(iter(cell.successes.values())))
         lines.append(f"\n{cell.nodes} nodes, load {cell.load:g} ({count} arrival sequences of {jobs} jobs)")
         anchors = [anchor for anchor in ANCHORS if anchor in cell.successes]
-        lines.append(f"{'policy':<10}{'succeeded':>12}" + "".join(f"{'vs ' + anchor:>18}" for anchor in anchors)
-                     + f"{'steps past a record':>21}")
+        lines.append(f"{'policy':<{width}}{'succeeded':>12}" + "".join(f"{'vs ' + anchor:>18}" for anchor in anchors)
+                     + f"{'abandoned':>11}{'steps past a record':>21}")
         for name, won in cell.successes.items():
             versus = "".join(f"{_difference(won - cell.successes[anchor]):>18}" for anchor in anchors)
-            lines.append(f"{name:<10}{won.mean():>7.2f}/{jobs:<4}{versus}{cell.past[name]:>21}")
+            lines.append(f"{name:<{width}}{won.mean():>7.2f}/{jobs:<4}{versus}{cell.abandoned[name].mean():>11.2f}"
+                         f"{cell.past[name]:>21}")
     return "\n".join(lines).lstrip("\n")
 
 

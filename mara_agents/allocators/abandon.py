@@ -101,6 +101,8 @@ class AbandoningPolicy:
     ``threshold`` are kept as attributes too, so that the evaluation's cache key (which hashes a policy's
     attributes, not its closures) changes with the base allocator's predictor and with the threshold."""
 
+    abandons = True  # plays only with the abandon action (MARAConfig(abandon=True)); the live runners read it
+
     def __init__(self, decide: Callable[[list[dict[str, np.ndarray]]], np.ndarray],
                  score: Callable[[list[dict[str, np.ndarray]]], list[np.ndarray]], reset: Callable[[], None],
                  make_room: bool = False, base: object = None, threshold: float | None = None):

@@ -59,6 +59,11 @@ class MATPolicy:
         self.seed = seed  # kept so that evaluation caches tell differently seeded sampling runs apart
         self.generator = torch.Generator(device=self.device).manual_seed(seed) if sample else None
 
+    @property
+    def abandons(self) -> bool:
+        """Whether the model has the abandon head, so it plays only in ``MARA-v0`` with ``abandon=True``."""
+        return bool(self.model.hparams.abandon)
+
     def reset(self) -> None:
         """Nothing to clear; a sampling generator keeps running so the sequence depends only on the seed."""
 

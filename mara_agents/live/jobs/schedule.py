@@ -29,7 +29,6 @@ from mara_common.ray_support import require_ray
 from mara_agents.live.jobs.outcome import JobOutcome, ProgressTable, job_outcomes, outcome_table
 from mara_agents.live.command import latency_rows, play_episode, writable_folder
 from mara_agents.play.policy import Policy
-from mara_agents.allocators.abandon import AbandoningPolicy
 from mara_agents.allocators.registry import POLICIES, make_policy
 from mara_env.config import MARAConfig
 from mara_env.live import LiveMARAEnv, LiveSettings, replay_mismatches
@@ -101,9 +100,10 @@ def named_policy(name: str, fm_checkpoint: str = "") -> Policy:
 
 
 def abandons(policy: Policy) -> bool:
-    """Whether ``policy`` gives up tasks (an abandoning allocator, ``mara_agents.allocators.abandon``): it needs the
-    abandon action (``MARAConfig(abandon=True)``, 2K + 1 choices per node)."""
-    return isinstance(policy, AbandoningPolicy)
+    """Whether ``policy`` gives up tasks and so needs the abandon action (``MARAConfig(abandon=True)``, 2K + 1
+    choices per node): a policy says so with a true ``abandons`` attribute, as the abandoning allocators
+    (``mara_agents.allocators.abandon``) and a MAT with the abandon head do."""
+    return bool(getattr(policy, "abandons", False))
 
 
 def build_policy(policy: str | Policy, nodes: int, fm_checkpoint: str = "") -> tuple[str, Policy]:

@@ -1,6 +1,7 @@
 """``python -m mara_agents.live.jobs bank SOURCE... --out BANK``: job files and recorded runs become a bank with
 train/val/test splits by job-name pattern, each job a family whose budget rule is its budget, curves run to 2·B;
-``train.py fm --bank BANK --init-from`` fine-tunes on it; bad inputs are one line, exit 2 and no bank."""
+``train.py fm --bank BANK --init-from`` fine-tunes on it; bad inputs are one line, exit 2 and no bank; ``forecast
+--jobs`` forecasts the matching jobs alone."""
 
 from __future__ import annotations
 
@@ -122,3 +123,12 @@ def test_a_job_given_twice_an_existing_out_and_a_foreign_complete_are_refused(tm
     assert main(["bank", str(run), "--out", str(tmp_path / "bank"), "--val", "slow-*", "--complete", str(other)]) == 2
     assert "differs from its record" in capsys.readouterr().err
     assert not (tmp_path / "bank").exists() and not list(tmp_path.glob(".bank.*"))
+
+
+def test_forecast_jobs_keeps_the_matching_jobs_and_refuses_a_pattern_that_matches_none(job_file, capsys):
+    assert main(["forecast", str(job_file), "--crossings-only", "--jobs", "slow-*", "odd-4"]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.strip().splitlines()[1:]]
+    assert rows == ["slow-2", "slow-3", "odd-4"]
+    assert main(["forecast", str(job_file), "--crossings-only", "--jobs", "fast-9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--jobs 'fast-9' matches no job" in err[0]

@@ -86,9 +86,22 @@ def recorded_curves(folders: Sequence[str | Path], complete: Sequence[Job] = ())
     return curves
 
 
+def matches(name: str, patterns: Sequence[str]) -> bool:
+    """Whether a job name matches one of the shell-glob ``patterns`` (case-sensitive)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def jobs_matching(jobs: Sequence[Job], patterns: Sequence[str], flag: str) -> list[Job]:
+    """The jobs whose names match ``patterns``; ``ValueError`` naming ``flag`` for a pattern that matches none."""
+    for pattern in patterns:
+        if not any(matches(job.name, [pattern]) for job in jobs):
+            raise ValueError(f"{flag} {pattern!r} matches no job (jobs: {', '.join(sorted(j.name for j in jobs))})")
+    return [job for job in jobs if matches(job.name, patterns)]
+
+
 def split_of(name: str, val: Sequence[str], test: Sequence[str]) -> str:
     """The split a job's curves go to: ``val`` or ``test`` if its name matches one of those patterns, else ``train``."""
-    in_val, in_test = (any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns) for patterns in (val, test))
+    in_val, in_test = matches(name, val), matches(name, test)
     if in_val and in_test:
         raise ValueError(f"job {name!r} matches both a --val and a --test pattern")
     return "val" if in_val else "test" if in_test else "train"
@@ -100,7 +113,7 @@ def check_splits(curves: Sequence[JobCurve], val: Sequence[str], test: Sequence[
     names = sorted({curve.name for curve in curves})
     for flag, patterns in (("--val", val), ("--test", test)):
         for pattern in patterns:
-            if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+            if not any(matches(name, [pattern]) for name in names):
                 raise ValueError(f"{flag} {pattern!r} matches no job (jobs: {', '.join(names)})")
     keys = [(curve.name, curve.index) for curve in curves]
     twice = sorted({name for name, index in keys if keys.count((name, index)) > 1})

@@ -72,7 +72,8 @@ def figures(scored: Sequence[dict[str, list[float]]]) -> dict[str, float]:
 
 def run_fold(jobs: Sequence[Job], test: str, val: str, curves: list[JobCurve], losses: dict[str, np.ndarray],
              out: Path, splits: Sequence[str]) -> dict:
-    """Bank, fine-tune and score one fold; its record is written to ``out/<test>.json``."""
+    """Bank, fine-tune and score one fold; its record (per split and model, FM's answers) is written to
+    ``out/<test>.json``."""
     folder = out / test
     patterns = {"val": [f"{val}-*"], "test": [f"{test}-*"]}
     if not (folder / "bank").exists():
@@ -82,7 +83,7 @@ def run_fold(jobs: Sequence[Job], test: str, val: str, curves: list[JobCurve], l
         train(FMTrainConfig(bank=str(folder / "bank"), run_dir=str(folder / "run"), out=str(checkpoint),
                             init_from=str(DEFAULT_CHECKPOINT), **FINE_TUNE))
     kinds = {"val": val, "test": test}
-    record: dict = {"test": test, "val": val}
+    record: dict = {}
     for split in splits:
         chosen = [job for job in jobs if kind_of(job) == kinds[split]]
         record[split] = {model: estimates(chosen, losses, "" if model == "shipped" else str(checkpoint))
@@ -91,8 +92,9 @@ def run_fold(jobs: Sequence[Job], test: str, val: str, curves: list[JobCurve], l
     return record
 
 
-def table(records: Sequence[dict], splits: Sequence[str]) -> str:
-    """One row per fold and split, then the folds pooled; ``adopt`` is the val rule's verdict."""
+def table(plan: Sequence[tuple[str, str]], records: Sequence[dict], splits: Sequence[str]) -> str:
+    """One row per fold (``plan``'s test and val kinds) and split, then the folds pooled; ``adopt`` is the val
+    rule's verdict."""
     lines = [f"{'fold (test kind)':<18}{'val kind':<13}{'split':<6}" + "".join(
         f"{model + ' ' + name:>18}" for model in MODELS for name in ("MAE", "acc %", "never %")) + f"{'adopt':>7}"]
 
@@ -101,10 +103,10 @@ def table(records: Sequence[dict], splits: Sequence[str]) -> str:
                         for value in (figures(scored[model]) for model in MODELS))
         return f"{label:<18}{val:<13}{split:<6}{cells}"
 
-    for record in records:
+    for (test, val), record in zip(plan, records):
         adopt = adopted(record)
         for split in splits:
-            lines.append(row(record["test"], record["val"], split, {m: [record[split][m]] for m in MODELS})
+            lines.append(row(test, val, split, {m: [record[split][m]] for m in MODELS})
                          + f"{'yes' if adopt else 'no':>7}")
     for split in splits:
         lines.append(row("all folds", "", split, {m: [record[split][m] for record in records] for m in MODELS}))
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             record = run_fold(jobs, test, val, curves, losses, out, args.splits)
         records.append(record)
         print(f"fold {test} (val {val}) done", file=sys.stderr, flush=True)
-    print(table(records, args.splits))
+    print(table(plan, records, args.splits))
     return 0
 
 

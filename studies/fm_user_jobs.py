@@ -137,12 +137,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    losses, curves = offline_losses(jobs), offline_curves(jobs, OFFSETS)
+    losses: dict[str, np.ndarray] = {}
+    curves: list[JobCurve] = []
     records = []
     for test, val in plan:
         done = out / f"{test}.json"
         record = json.loads(done.read_text()) if done.exists() else None
         if record is None or any(split not in record for split in args.splits):
+            if not curves:  # only when a fold has to run: a finished study prints its table at once
+                losses, curves = offline_losses(jobs), offline_curves(jobs, OFFSETS)
             record = run_fold(jobs, test, val, curves, losses, out, args.splits)
         records.append(record)
         print(f"fold {test} (val {val}) done", file=sys.stderr, flush=True)

@@ -10,6 +10,7 @@ FMs then forecast the val kind's and the test kind's jobs as the ``forecast`` co
 to 2·B, Table 1's prefixes): capped MAE, feasibility accuracy and the share answered "never" (at the horizon).
 The documented rule adopts a fold's fine-tuned FM only where its capped MAE on the val kind is lower.
 
+With ``--keep-bank`` each fold's bank also holds the shipped bank's ID training curves (round 2 of the page).
 Every fold writes ``OUT/<fold>.json`` as it ends and is skipped when run again; ``--splits val`` scores the val
 kinds alone (the test kinds' jobs are not forecast).  Prints one row per fold and the folds pooled.
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from curves.bank import DEFAULT_BANK, CurveBank, load_bank
 from mara_agents.live.jobs.bank import JobCurve, check_splits, offline_curves, write_bank
 from mara_agents.live.jobs.files import JobFileError, load_jobs
 from mara_agents.live.jobs.forecast import job_queries, offline_losses
@@ -71,13 +73,13 @@ def figures(scored: Sequence[dict[str, list[float]]]) -> dict[str, float]:
 
 
 def run_fold(jobs: Sequence[Job], test: str, val: str, curves: list[JobCurve], losses: dict[str, np.ndarray],
-             out: Path, splits: Sequence[str]) -> dict:
+             out: Path, splits: Sequence[str], keep: CurveBank | None = None) -> dict:
     """Bank, fine-tune and score one fold; its record (per split and model, FM's answers) is written to
     ``out/<test>.json``."""
     folder = out / test
     patterns = {"val": [f"{val}-*"], "test": [f"{test}-*"]}
     if not (folder / "bank").exists():
-        write_bank(curves, folder / "bank", check_splits(curves, patterns["val"], patterns["test"]))
+        write_bank(curves, folder / "bank", check_splits(curves, patterns["val"], patterns["test"]), keep)
     checkpoint = folder / "fm.pt"
     if not checkpoint.exists():
         train(FMTrainConfig(bank=str(folder / "bank"), run_dir=str(folder / "run"), out=str(checkpoint),
@@ -128,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="folder for the folds' banks, checkpoints and records")
     parser.add_argument("--splits", nargs="+", choices=("val", "test"), default=["val", "test"],
                         help="which held-out kinds to forecast")
+    parser.add_argument("--keep-bank", action="store_true",
+                        help="each fold's bank also holds the shipped bank's ID training curves")
     args = parser.parse_args(argv)
     try:
         jobs = load_jobs(args.file)
@@ -146,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         if record is None or any(split not in record for split in args.splits):
             if not curves:  # only when a fold has to run: a finished study prints its table at once
                 losses, curves = offline_losses(jobs), offline_curves(jobs, OFFSETS)
-            record = run_fold(jobs, test, val, curves, losses, out, args.splits)
+            keep = load_bank(DEFAULT_BANK) if args.keep_bank else None
+            record = run_fold(jobs, test, val, curves, losses, out, args.splits, keep)
         records.append(record)
         print(f"fold {test} (val {val}) done", file=sys.stderr, flush=True)
     print(table(plan, records, args.splits))

@@ -15,8 +15,9 @@ Each job is a family of its own, named after the job, whose budget rule is the j
 it never reads more than B points).  A job whose name matches a ``--val`` pattern is filed under ``val``, one
 matching ``--test`` under ``test`` (role ``ood``: ``train.py fm`` never reads it), every other under ``train``.
 Patterns are shell globs on job names (``'sine-*'``): hold out whole kinds of job to see how FM does on a
-kind it never saw.  The bank is written beside ``--out`` and renamed into place, whole or not at all;
-``--out`` must not exist.
+kind it never saw.  ``--keep-bank BANK`` also files the ID families' ``train`` curves of ``BANK`` (the shipped
+bank, say) under ``train``, so that a fine-tune learns your jobs beside FM's families rather than in their place.
+The bank is written beside ``--out`` and renamed into place, whole or not at all; ``--out`` must not exist.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from curves.bank import BankWriter, CurveRecord, FamilySpec
+from curves.bank import BankWriter, CurveBank, CurveRecord, FamilySpec, load_bank
 from curves.recorder import generator_commit
 from mara_agents.live.jobs.files import JobFileError, load_jobs
 from mara_agents.live.jobs.twin import AGREE_RTOL, load_recorded
@@ -127,11 +128,17 @@ def check_splits(curves: Sequence[JobCurve], val: Sequence[str], test: Sequence[
     return splits
 
 
-def write_bank(curves: Sequence[JobCurve], out: str | Path, splits: dict[str, str]) -> Path:
-    """Write the bank ``out`` (which must not exist) whole or not at all; returns ``out``."""
+def write_bank(curves: Sequence[JobCurve], out: str | Path, splits: dict[str, str],
+               keep: CurveBank | None = None) -> Path:
+    """Write the bank ``out`` (which must not exist) whole or not at all, with ``keep``'s ID training curves
+    beside the jobs' if given; returns ``out``."""
     out = Path(out)
     if out.exists():
         raise ValueError(f"{out} already exists; name a new folder (a bank is never overwritten)")
+    kept = [] if keep is None else [name for name, spec in keep.families.items() if spec.role == "id"]
+    clash = sorted(set(kept) & set(splits))
+    if clash:
+        raise ValueError(f"job(s) {', '.join(clash)} have the name of a family of --keep-bank; rename them")
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -144,6 +151,10 @@ def write_bank(curves: Sequence[JobCurve], out: str | Path, splits: dict[str, st
         for curve in curves:
             writer.add(CurveRecord(curve.name, splits[curve.name], curve.index, curve.seed, 0, curve.batch_size,
                                    curve.lr, PRESET, SOURCE, int(curve.losses.size), commit), curve.losses)
+        for name in kept:
+            writer.declare_family(keep.families[name])
+            for curve_id in keep.ids(family=name, splits=["train"]):
+                writer.add(keep.records[curve_id], keep.per_batch[curve_id])
         os.rename(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -161,6 +172,8 @@ def add_bank_command(commands: argparse._SubParsersAction) -> None:
                       help="the job file that was run: its recorded jobs are run here to twice their budget")
     bank.add_argument("--seed-offsets", type=int, nargs="+", default=[0], metavar="K",
                       help="a job file's jobs run once per offset, with seed = the job's seed + K")
+    bank.add_argument("--keep-bank", default=None, metavar="BANK",
+                      help="also file BANK's ID training curves under train (FM keeps its families)")
 
 
 def bank_command(args: argparse.Namespace) -> int:
@@ -178,7 +191,7 @@ def bank_command(args: argparse.Namespace) -> int:
         elif args.complete:
             raise ValueError("--complete completes recorded runs; give at least one recorded run's folder")
         splits = check_splits(curves, args.val, args.test)
-        write_bank(curves, args.out, splits)
+        write_bank(curves, args.out, splits, load_bank(args.keep_bank) if args.keep_bank else None)
     except (JobFileError, ValueError, TypeError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
@@ -186,5 +199,7 @@ def bank_command(args: argparse.Namespace) -> int:
         jobs = sorted(name for name, where in splits.items() if where == split)
         held = sum(splits[curve.name] == split for curve in curves)
         print(f"{split:<6}{held:>5} curves of {len(jobs)} jobs" + (f": {', '.join(jobs)}" if jobs else ""))
+    if args.keep_bank:
+        print(f"train  and the ID training curves of {args.keep_bank}")
     print(args.out)
     return 0

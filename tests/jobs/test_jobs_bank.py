@@ -132,3 +132,20 @@ def test_forecast_jobs_keeps_the_matching_jobs_and_refuses_a_pattern_that_matche
     assert main(["forecast", str(job_file), "--crossings-only", "--jobs", "fast-9"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--jobs 'fast-9' matches no job" in err[0]
+
+
+def test_keep_bank_files_its_id_training_curves_beside_the_jobs_and_refuses_a_name_clash(tmp_path, job_file, capsys):
+    assert main(["bank", str(job_file), "--out", str(tmp_path / "kept"), "--val", "slow-*", "--test", "odd-*"]) == 0
+    kept = load_bank(tmp_path / "kept")
+    assert main(["bank", str(job_file), "--out", str(tmp_path / "clash"), "--val", "slow-*",
+                 "--keep-bank", str(tmp_path / "kept")]) == 2
+    assert "have the name of a family of --keep-bank" in capsys.readouterr().err
+    renamed = tmp_path / "renamed.py"
+    renamed.write_text(CODE.replace('f"{kind}-{k}"', 'f"new-{kind}-{k}"'))
+    assert main(["bank", str(renamed), "--out", str(tmp_path / "both"), "--val", "new-slow-*",
+                 "--keep-bank", str(tmp_path / "kept")]) == 0
+    both = load_bank(tmp_path / "both")
+    assert sorted(both.ids(splits=["val"])) == ["new-slow-2/val/000", "new-slow-3/val/000"]
+    assert set(kept.ids(splits=["train"])) < set(both.ids(splits=["train"]))
+    assert not set(kept.ids(splits=["val", "test"])) & set(both.ids())
+    assert np.array_equal(both.per_batch["fast-1/train/000"], kept.per_batch["fast-1/train/000"])

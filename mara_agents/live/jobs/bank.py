@@ -135,7 +135,8 @@ def write_bank(curves: Sequence[JobCurve], out: str | Path, splits: dict[str, st
     out = Path(out)
     if out.exists():
         raise ValueError(f"{out} already exists; name a new folder (a bank is never overwritten)")
-    kept = [] if keep is None else [name for name, spec in keep.families.items() if spec.role == "id"]
+    kept = [] if keep is None else [name for name, spec in keep.families.items()
+                                    if spec.role == "id" and keep.ids(family=name, splits=["train"])]
     clash = sorted(set(kept) & set(splits))
     if clash:
         raise ValueError(f"job(s) {', '.join(clash)} have the name of a family of --keep-bank; rename them")

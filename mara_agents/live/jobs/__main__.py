@@ -4,7 +4,10 @@
 (:mod:`mara_agents.live.jobs.check`); ``run`` does the same first unless given ``--no-check``.
 ``python -m mara_agents.live.jobs forecast FILE`` runs each job offline to twice its budget, prints where each
 job's series crosses its target alone (and the target that would put the crossing at ``--fraction`` of its
-budget), and scores the FM and WLS forecasts on it as Table 1 does (:mod:`mara_agents.live.jobs.forecast`).
+budget), and scores the FM and WLS forecasts on it as Table 1 does (:mod:`mara_agents.live.jobs.forecast`);
+``--jobs PATTERN`` keeps the jobs whose names match.
+``python -m mara_agents.live.jobs bank SOURCE... --out BANK`` turns recorded runs or job files into a bank with
+train/val/test splits that ``train.py fm`` fine-tunes FM on (:mod:`mara_agents.live.jobs.bank`).
 
 Shows the jobs table while they run (``--no-progress`` hides it), then prints the final table, writes the
 jobs' bank, the timeline and their outcomes into ``--out`` (default: a new scratch folder, named on the last
@@ -25,6 +28,7 @@ from pathlib import Path
 from mara_common.ray_support import require_ray
 from mara_agents.allocators.registry import POLICIES
 from mara_common.cli import raise_interrupt
+from mara_agents.live.jobs.bank import add_bank_command, bank_command, jobs_matching
 from mara_agents.live.jobs.check import CheckedJob, check_all, format_checks
 from mara_agents.live.jobs.files import JobFileError, load_jobs
 from mara_agents.live.jobs.schedule import schedule
@@ -69,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     forecast.add_argument("--fraction", type=float, default=0.5,
                           help="print the target that puts each job's crossing at this fraction of its budget")
     forecast.add_argument("--crossings-only", action="store_true", help="print the crossings alone, not Table 1")
+    forecast.add_argument("--jobs", nargs="+", default=[], metavar="PATTERN", help="only the jobs matching (globs)")
+    add_bank_command(commands)
     return parser
 
 
@@ -81,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args.file)
     if args.command == "twin":
         return _twin(args)
+    if args.command == "bank":
+        return bank_command(args)
     try:
         require_ray("python -m mara_agents.live.jobs")
         jobs = load_jobs(args.file)
@@ -119,7 +127,8 @@ def _forecast(args: argparse.Namespace) -> int:
         return 2
     try:
         jobs = load_jobs(args.file)
-    except JobFileError as exc:
+        jobs = jobs_matching(jobs, args.jobs, "--jobs") if args.jobs else jobs
+    except (JobFileError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     losses = offline_losses(jobs)

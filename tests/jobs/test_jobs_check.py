@@ -92,10 +92,14 @@ def test_good_jobs_print_their_first_loss_as_run_offline_gives_it(tmp_path, caps
     assert lines[-1] == "3 jobs ran one step each here"
 
 
-def test_a_mistyped_job_keyword_names_the_job_the_file_and_the_line(tmp_path, capsys):
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute path", "relative path"])
+def test_a_mistyped_job_keyword_names_the_job_the_file_and_the_line(tmp_path, capsys, monkeypatch, relative):
     path = tmp_path / "typo.py"
     path.write_text(HEAD + 'JOBS = [Job("fit-1", setup, step, target=0.3, budget=10),\n'
                            '        Job("fit-2", setup, step, target=0.3,\n            budgte=10)]\n')
+    if relative:
+        monkeypatch.chdir(tmp_path)
+        path = path.relative_to(tmp_path)
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {path}:15: TypeError: job 'fit-2': unknown keyword "

@@ -87,9 +87,12 @@ def _import_file(path: Path) -> ModuleType:
 def _where(path: Path, exc: BaseException) -> str:
     """``path:LINE``, the line of ``path`` that raised ``exc`` (the last one on its traceback, or a syntax error's
     own line), or ``path`` alone where the file is not on it."""
-    if isinstance(exc, SyntaxError) and exc.lineno is not None and exc.filename == str(path):
+    resolved = path.resolve()  # a relative path shows up absolute on the traceback
+    if isinstance(exc, SyntaxError) and exc.lineno is not None and exc.filename is not None \
+            and Path(exc.filename).resolve() == resolved:
         return f"{path}:{exc.lineno}"
-    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == str(path)]
+    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__)
+             if Path(frame.filename).resolve() == resolved]
     return f"{path}:{lines[-1]}" if lines else str(path)
 
 

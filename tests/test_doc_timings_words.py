@@ -49,6 +49,14 @@ def test_a_bad_date_or_a_missing_command_is_one_line_and_status_2(tmp_path, caps
     assert len(lines) == 2 and "'yesterday'" in lines[0] and "after --" in lines[1] and not path.exists()
 
 
+def test_an_option_after_the_entry_name_is_named_as_no_such_command(tmp_path, capsys):
+    path = tmp_path / "timings.json"
+    assert timings.main(["--file", str(path), "run", "x", "--host-note", "busy", "--", "true"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["timings: run: no such command '--host-note' (options go before the entry's name)"]
+    assert not path.exists()
+
+
 def test_the_readme_cites_every_recorded_timing_the_shipped_file_holds():
     recorded = timings.load()
     readme = (ROOT / "README.md").read_text()

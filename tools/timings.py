@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -112,6 +114,9 @@ def _problem(args: argparse.Namespace) -> str | None:
         args.command = args.command[1:]
     if args.action == "run" and not args.command:
         return "run: name the command after --"
+    if args.action == "run" and shutil.which(args.command[0], path=os.environ.get("PATH")) is None \
+            and not (ROOT / args.command[0]).is_file():
+        return f"run: no such command {args.command[0]!r} (options go before the entry's name)"
     if args.action == "set" and (args.wall_s <= 0 or not _DATE.match(args.date)):
         return f"set: --wall-s must be positive and --date YYYY-MM-DD, got {args.wall_s} and {args.date!r}"
     return None

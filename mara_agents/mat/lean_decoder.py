@@ -63,19 +63,23 @@ def lean_decoding_applies(model: MATModel, tokens: Tokens, generator: torch.Gene
 def lean_decoding_checked() -> bool:
     """Whether :func:`lean_act` gives :meth:`~mara_agents.mat.model.MATModel.reference_act`'s actions,
     log-probabilities and values bit for bit on this machine's kernels: a random model of the paper's shape on
-    random tokens, greedy and sampled, at :data:`CHECK_ROWS` rows.  Computed once per process; the global torch
-    generator is left as it was."""
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
+    random tokens, greedy and sampled, at :data:`CHECK_ROWS` rows, under ``no_grad`` and ``inference_mode``
+    (the two modes decoding runs in; some kernels differ between them).  Computed once per process; the global
+    torch generator is left as it was."""
+    with torch.random.fork_rng(devices=[]), torch.inference_mode(False):
         torch.manual_seed(0)
         model = MATModel(MATHyperParameters(slack_prior=True)).eval()
-        for rows in CHECK_ROWS:
-            tokens = random_tokens(model.hparams, rows, torch.Generator().manual_seed(rows))
-            for seed in (None, rows):
-                lean = lean_act(model, tokens, None if seed is None else torch.Generator().manual_seed(seed))
-                reference = model.reference_act(tokens, None if seed is None else torch.Generator().manual_seed(seed))
-                if not all(torch.equal(a, b) for a, b in zip(lean, reference)):
-                    return False
-    return True
+        return all(_agrees(model, rows, sample, mode) for rows in CHECK_ROWS for sample in (False, True)
+                   for mode in (torch.no_grad, torch.inference_mode))
+
+
+def _agrees(model: MATModel, rows: int, sample: bool, mode: type) -> bool:
+    """Whether the lean and the reference decode agree bit for bit on ``rows`` random rows under ``mode``."""
+    tokens = random_tokens(model.hparams, rows, torch.Generator().manual_seed(rows))
+    with mode():
+        lean = lean_act(model, tokens, torch.Generator().manual_seed(rows) if sample else None)
+        reference = model.reference_act(tokens, torch.Generator().manual_seed(rows) if sample else None)
+    return all(torch.equal(a, b) for a, b in zip(lean, reference))
 
 
 def random_tokens(hparams: MATHyperParameters, rows: int, generator: torch.Generator) -> Tokens:
@@ -168,7 +172,7 @@ class _LeanBlock:
             x = x + self._out(torch.softmax(q[:, :, None] @ keys.transpose(2, 3) / self.scale, dim=-1) @ values,
                               self.self_out)
         else:  # one key: its softmax weight is exactly 1, so the mix is the value itself
-            x = x + self._out(v[:, :, None], self.self_out)
+            x = x + self._out(v[:, :, None].contiguous(), self.self_out)  # contiguous, as the mix would be
         q = functional.linear(functional.layer_norm(x, *self.norm_cross), *self.cross_query)
         scores = (q.view(batch, heads, 1, head_dim) @ self.cross_keys / self.scale).masked_fill(hidden, float("-inf"))
         x = x + self._out(torch.softmax(scores, dim=-1) @ self.cross_values, self.cross_out)

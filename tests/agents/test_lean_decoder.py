@@ -51,9 +51,11 @@ def model_for(hparams: MATHyperParameters, seed: int) -> MATModel:
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))
 @pytest.mark.parametrize("sample", [False, True])
-def test_lean_decode_is_the_reference_bit_for_bit(name, sample):
+@pytest.mark.parametrize("built_in", ["grad mode", "inference mode"])  # inference tensors take other kernels
+def test_lean_decode_is_the_reference_bit_for_bit(name, sample, built_in):
     hparams = SETTINGS[name]
-    model = model_for(hparams, seed=len(name))
+    with torch.inference_mode(built_in == "inference mode"):
+        model = model_for(hparams, seed=len(name))
     for rows in (MIN_ROWS, 4, 7, 28, 61):
         tokens = tokens_for(hparams, rows, seed=rows)
         lean_generator = torch.Generator().manual_seed(rows) if sample else None
@@ -79,10 +81,12 @@ def test_act_takes_the_lean_path_where_it_applies(monkeypatch):
     assert len(calls) == 1
 
 
-def test_the_process_check_passes_and_leaves_the_global_generator_alone():
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_the_process_check_passes_and_leaves_the_global_generator_alone(mode):
     lean_decoding_checked.cache_clear()
     before = torch.random.get_rng_state()
-    assert lean_decoding_checked()
+    with mode():  # whichever mode the first decode runs in
+        assert lean_decoding_checked()
     assert torch.equal(torch.random.get_rng_state(), before)
 
 

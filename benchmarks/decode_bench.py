@@ -30,20 +30,7 @@ from mara_agents.allocators.registry import CHECKPOINT_DIR, ensemble_members
 from mara_agents.mat.checkpoint import load_policy_model
 from mara_agents.mat.ensemble import MATEnsemble
 from mara_agents.mat.model import MATHyperParameters
-from mara_agents.mat.tokens import Tokens
-
-
-def random_tokens(hparams: MATHyperParameters, batch: int, seed: int = 0) -> Tokens:
-    """Tokens of ``batch`` random observations: each slot occupied with probability 0.8, random features
-    and, for a model with the FM-slack prior, a random rank order as the last slot column."""
-    generator = torch.Generator().manual_seed(seed)
-    present = torch.rand(batch, hparams.num_slots, generator=generator) < 0.8
-    slots = torch.randn(batch, hparams.num_slots, hparams.slot_features, generator=generator)
-    if hparams.slack_prior:
-        ranks = torch.argsort(torch.rand(batch, hparams.num_slots, generator=generator), dim=-1).float()
-        slots = torch.cat([slots, ranks[..., None]], dim=-1)
-    glob = torch.rand(batch, hparams.global_features, generator=generator)
-    return Tokens(slots * present[..., None], glob, present)
+from mara_agents.mat.lean_decoder import random_tokens
 
 
 def best_milliseconds(call: Callable[[], object], calls: int, repeats: int) -> float:
@@ -96,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(lines), flush=True)
     with torch.inference_mode():
         for batch in batches:
-            tokens = random_tokens(members[0].hparams, batch)
+            tokens = random_tokens(members[0].hparams, batch, torch.Generator().manual_seed(0))
             one = best_milliseconds(lambda: members[0].act(tokens), args.calls, args.repeats)
             one_by_one = best_milliseconds(lambda: [member.act(tokens) for member in members], args.calls,
                                            args.repeats)

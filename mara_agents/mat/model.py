@@ -368,7 +368,21 @@ class MATModel(nn.Module):
         The encoder's keys and values, the pointer keys and the earlier nodes' self-attention keys/values
         are computed once and reused (a key/value cache), so node i costs one decoder row, not i + 1; the
         result is row i of :meth:`logits` to float round-off (``tests/agents/test_mat_model.py``).
+
+        On the CPU the decode runs through :func:`~mara_agents.mat.lean_decoder.lean_act`, which computes
+        the same numbers as :meth:`reference_act` in fewer tensor operations, wherever it is known to give
+        them bit for bit (:func:`~mara_agents.mat.lean_decoder.lean_decoding_applies`).
         """
+        from mara_agents.mat.lean_decoder import lean_act, lean_decoding_applies  # it builds on this module
+        if lean_decoding_applies(self, tokens, generator):
+            return lean_act(self, tokens, generator)
+        return self.reference_act(tokens, generator)
+
+    @torch.no_grad()
+    def reference_act(self, tokens: Tokens,
+                      generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`act` node by node through :class:`NodeDecoder` and :func:`decode_nodes`: the definition of
+        what it computes, and its path wherever the lean decoder does not apply."""
         decoder = NodeDecoder(self, tokens)
 
         def sampled(logits: torch.Tensor, legal: torch.Tensor, later: int) -> torch.Tensor:

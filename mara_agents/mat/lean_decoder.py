@@ -46,8 +46,10 @@ CHECK_ROWS = (3, 28)  # the batches of the process's one comparison with the ref
 
 
 def lean_decoding_supports(hparams: MATHyperParameters) -> bool:
-    """Whether this path decodes a model of ``hparams``: every setting is one it was written for."""
-    return {field.name for field in fields(hparams)} <= KNOWN_SETTINGS
+    """Whether this path decodes a model of ``hparams``: every setting is one it was written for, or one it
+    was not written for left at its default (the abandon head, for one, is decoded by the reference only)."""
+    return all(field.name in KNOWN_SETTINGS or getattr(hparams, field.name) == field.default
+               for field in fields(hparams))
 
 
 def lean_decoding_applies(model: MATModel, tokens: Tokens, generator: torch.Generator | None) -> bool:

@@ -104,4 +104,6 @@ def test_a_model_setting_it_does_not_know_is_left_to_the_reference():
         another_head: bool = False
 
     assert lean_decoding_supports(MATHyperParameters())
-    assert not lean_decoding_supports(WithAHead())
+    assert lean_decoding_supports(WithAHead())  # left at its default, the setting changes nothing
+    assert not lean_decoding_supports(WithAHead(another_head=True))
+    assert not lean_decoding_supports(MATHyperParameters(abandon=True))

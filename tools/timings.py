@@ -131,12 +131,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "set":
         record(args.name, entry(args.command, args.wall_s, args.date, args.host, args.commit, args.tests), args.file)
     elif args.action == "run":
+        try:  # before the command runs, so that a long run is never timed in vain
+            host = this_host(args.host_note)
+        except ImportError as exc:
+            print(f"timings: {exc}: run it with the project's Python (.venv/bin/python tools/timings.py)",
+                  file=sys.stderr)
+            return 2
         status, wall_s, output = run_and_time(args.command)
         if status != 0:
             print(f"timings: {' '.join(args.command)} exited {status}; nothing recorded", file=sys.stderr)
             return status
         record(args.name, entry(" ".join(args.command), wall_s, datetime.date.today().isoformat(),
-                                this_host(args.host_note), head_commit(), tests_passed(output)), args.file)
+                                host, head_commit(), tests_passed(output)), args.file)
     for name, value in load(args.file).items():
         print(f"{name}: {value['wall_s']} s ({value['command']}, {value['date']}, {value['host']})")
     return 0

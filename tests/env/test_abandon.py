@@ -250,10 +250,3 @@ def test_the_gantt_chart_draws_an_abandoned_task(bank_dir):
     env.step(np.array([1, 4]))
     image = env.render()
     assert image.shape == (400, 640, 3)
-
-
-def test_the_live_env_refuses_abandon_before_starting_anything():
-    from mara_env.live.env import LiveMARAEnv
-
-    with pytest.raises(ValueError, match="abandon=True"):
-        LiveMARAEnv(config=MARAConfig(abandon=True))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -114,7 +113,7 @@ def _problem(args: argparse.Namespace) -> str | None:
         args.command = args.command[1:]
     if args.action == "run" and not args.command:
         return "run: name the command after --"
-    if args.action == "run" and shutil.which(args.command[0], path=os.environ.get("PATH")) is None \
+    if args.action == "run" and shutil.which(args.command[0]) is None \
             and not (ROOT / args.command[0]).is_file():
         return f"run: no such command {args.command[0]!r} (options go before the entry's name)"
     if args.action == "set" and (args.wall_s <= 0 or not _DATE.match(args.date)):

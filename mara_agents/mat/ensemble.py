@@ -8,7 +8,7 @@ the setting (:class:`~mara_agents.mat.setting.Setting`: M, node speeds, c).
 
 Members with node tokens (trained with the env's node options) combine the same way: each member's node
 choices carry its own node rows and its own learned stay term, and the sum is over those log-probabilities;
-greedy decoding then follows :func:`~mara_agents.mat.model.placing_greedy_choice`, as one such member does.
+greedy decoding then follows :func:`~mara_agents.mat.decoding.placing_greedy_choice`, as one such member does.
 
 Independently trained policies disagree where each departs from the shared ranking; summing their
 log-probabilities keeps what they agree on; ``docs/research/learned_allocator.md`` gives the ensembles' scores on the
@@ -34,7 +34,8 @@ from torch import nn
 from mara_agents.mat.policy import MATPolicy
 from mara_agents.mat.checkpoint import check_trained_fm, load_policy
 from mara_agents.mat.grouped import GroupedNodeDecoder, StackedDecoderWeights
-from mara_agents.mat.model import MATModel, NodeDecoder, decode_nodes, greedy_rule
+from mara_agents.mat.decoding import decode_nodes, greedy_rule
+from mara_agents.mat.model import MATModel, NodeDecoder
 from mara_agents.mat.setting import Setting
 from mara_agents.mat.tokens import Tokens
 from mara_agents.predictors.demand import make_demand

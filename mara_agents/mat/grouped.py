@@ -7,7 +7,7 @@ the (E, rows, features) activations and the stacked (E, in, out) weights, each L
 the stacked affine, and attention one batched matmul, so E members cost about one member's dispatches.
 
 :class:`GroupedNodeDecoder` computes, per member, the same row as :meth:`~mara_agents.mat.model.NodeDecoder.logits`
-(:meth:`~mara_agents.mat.model.DecoderBlock.step`: causal self-attention over the earlier nodes, cross-attention
+(:meth:`~mara_agents.mat.layers.DecoderBlock.step`: causal self-attention over the earlier nodes, cross-attention
 to the encoder, MLP, pointer logits); the results agree to float round-off
 (``tests/agents/test_mat_ensemble.py``).  Each member's encoder still runs on its own (once per decision).
 """
@@ -21,7 +21,8 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from mara_agents.mat.model import MATModel, NodeDecoder, masked
+from mara_agents.mat.decoding import masked
+from mara_agents.mat.model import MATModel, NodeDecoder
 
 _LINEARS = ("self_attn.query", "self_attn.key_value", "self_attn.out", "cross_attn.query", "cross_attn.out",
             "mlp.0", "mlp.2")

@@ -1,5 +1,5 @@
 """MAT's sequential decoding in fewer tensor operations: the same actions, log-probabilities and values as
-:class:`~mara_agents.mat.model.NodeDecoder` driven by :func:`~mara_agents.mat.model.decode_nodes`, bit for bit.
+:class:`~mara_agents.mat.model.NodeDecoder` driven by :func:`~mara_agents.mat.decoding.decode_nodes`, bit for bit.
 
 A node's decoder row on a few dozen observations is bound by the count of small tensor operations, not by
 their arithmetic, so the row is rewritten with fewer of them, each one computing what the reference computes
@@ -34,7 +34,9 @@ from dataclasses import fields
 import torch
 from torch.nn import functional
 
-from mara_agents.mat.model import MATHyperParameters, MATModel, greedy_rule, masked
+from mara_agents.mat.decoding import greedy_rule, masked
+from mara_agents.mat.layers import visible_keys
+from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.tokens import Tokens
 
 MIN_ROWS = 3  # a linear layer over one or two rows takes another kernel, whose last bits differ
@@ -106,7 +108,7 @@ class LeanDecoder:
         batch, num_nodes = memory.shape[0], model.hparams.num_nodes
         self.prior = model.additive_logits(tokens)
         self.node_rows = model.node_rows(tokens)
-        self.hidden = ~model.visible(tokens.present)[:, None]  # (B, 1, 1, 1 + K): keys no query may attend
+        self.hidden = ~visible_keys(tokens.present)[:, None]  # (B, 1, 1, 1 + K): keys no query may attend
         self.blocks = [_LeanBlock(block, batch, num_nodes, memory) for block in model.decoder]
         self.slot_keys = model.pointer_key(memory[:, 1:]).transpose(1, 2)
         choices = model.chosen_in(memory[:, 1:])
@@ -162,7 +164,7 @@ class _LeanBlock:
         self.scale = math.sqrt(self.head_dim)
 
     def step(self, x: torch.Tensor, node: int, hidden: torch.Tensor) -> torch.Tensor:
-        """The block's row (B, 1, D) for ``node`` (:meth:`~mara_agents.mat.model.DecoderBlock.step`), with
+        """The block's row (B, 1, D) for ``node`` (:meth:`~mara_agents.mat.layers.DecoderBlock.step`), with
         ``hidden`` the encoder keys no query may attend."""
         batch, heads, head_dim = x.shape[0], self.heads, self.head_dim
         h = functional.layer_norm(x, *self.norm_self)

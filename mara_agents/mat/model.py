@@ -25,14 +25,15 @@ Row i sees the same inputs either way, so their log-probabilities agree to float
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import nn
 
 from mara_common import checks
-from mara_agents.mat.masks import claimed_slot, node_mask, teacher_forced_masks
+from mara_agents.mat.decoding import decode_nodes, greedy_rule, masked
+from mara_agents.mat.layers import DecoderBlock, EncoderBlock, run_encoder, visible_keys
+from mara_agents.mat.masks import claimed_slot, teacher_forced_masks
 from mara_agents.mat.tokens import NUM_GLOBAL_TOKEN_FEATURES, NUM_SLOT_FEATURES, Tokens
 
 IDLE_PRIOR = -2.0
@@ -81,99 +82,6 @@ class MATHyperParameters:
         return asdict(self)
 
 
-class Attention(nn.Module):
-    """Multi-head scaled dot-product attention with a boolean ``allowed`` (B, Lq, Lk) mask."""
-
-    def __init__(self, dim: int, heads: int):
-        super().__init__()
-        if dim % heads:
-            raise ValueError(f"dim ({dim}) must be divisible by heads ({heads})")
-        self.heads = heads
-        self.query = nn.Linear(dim, dim)
-        self.key_value = nn.Linear(dim, 2 * dim)
-        self.out = nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        return self.attend(x, *self.keys_values(memory), allowed)
-
-    def keys_values(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-head keys and values (B, heads, L, head_dim) of ``memory``; computed once and reused when
-        decoding node by node."""
-        batch, length, dim = memory.shape
-        k, v = self.key_value(memory).view(batch, length, 2, self.heads, dim // self.heads).unbind(2)
-        return k.transpose(1, 2), v.transpose(1, 2)
-
-    def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        """Queries from ``x`` (B, Lq, D) attend to precomputed keys/values; ``allowed`` (B, Lq, Lk) or None."""
-        batch, length, dim = x.shape
-        head_dim = dim // self.heads
-        q = self.query(x).view(batch, length, self.heads, head_dim).transpose(1, 2)
-        scores = q @ k.transpose(2, 3) / math.sqrt(head_dim)
-        if allowed is not None:
-            scores = scores.masked_fill(~allowed[:, None], float("-inf"))
-        mixed = torch.softmax(scores, dim=-1) @ v
-        return self.out(mixed.transpose(1, 2).reshape(batch, length, dim))
-
-
-def feed_forward(dim: int) -> nn.Sequential:
-    """The block's position-wise MLP."""
-    return nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
-
-
-class EncoderBlock(nn.Module):
-    """Pre-LN self-attention + MLP."""
-
-    def __init__(self, dim: int, heads: int):
-        super().__init__()
-        self.norm_attn, self.attn = nn.LayerNorm(dim), Attention(dim, heads)
-        self.norm_mlp, self.mlp = nn.LayerNorm(dim), feed_forward(dim)
-
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        h = self.norm_attn(x)
-        x = x + self.attn(h, h, allowed)
-        return x + self.mlp(self.norm_mlp(x))
-
-
-class DecoderBlock(nn.Module):
-    """Pre-LN causal self-attention over nodes, cross-attention to the encoder, MLP."""
-
-    def __init__(self, dim: int, heads: int):
-        super().__init__()
-        self.norm_self, self.self_attn = nn.LayerNorm(dim), Attention(dim, heads)
-        self.norm_cross, self.cross_attn = nn.LayerNorm(dim), Attention(dim, heads)
-        self.norm_mlp, self.mlp = nn.LayerNorm(dim), feed_forward(dim)
-
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, causal: torch.Tensor,
-                visible: torch.Tensor) -> torch.Tensor:
-        h = self.norm_self(x)
-        x = x + self.self_attn(h, h, causal)
-        return self.cross_and_mlp(x, self.cross_attn.keys_values(memory), visible)
-
-    def step(self, x: torch.Tensor, past: list[tuple[torch.Tensor, torch.Tensor]],
-             memory_kv: tuple[torch.Tensor, torch.Tensor], visible: torch.Tensor) -> torch.Tensor:
-        """The next node's row (B, 1, D) given the earlier rows' self-attention keys/values ``past`` (this
-        row's are appended): the same computation as row i of :meth:`forward`, without redoing rows < i."""
-        h = self.norm_self(x)
-        past.append(self.self_attn.keys_values(h))
-        keys, values = (torch.cat(parts, dim=2) for parts in zip(*past))
-        x = x + self.self_attn.attend(h, keys, values, None)  # every earlier node is visible: causal
-        return self.cross_and_mlp(x, memory_kv, visible)
-
-    def cross_and_mlp(self, x: torch.Tensor, memory_kv: tuple[torch.Tensor, torch.Tensor],
-                      visible: torch.Tensor) -> torch.Tensor:
-        """Cross-attention to the encoder's keys/values, then the MLP."""
-        x = x + self.cross_attn.attend(self.norm_cross(x), *memory_kv, visible)
-        return x + self.mlp(self.norm_mlp(x))
-
-
-def run_encoder(blocks: nn.ModuleList, norm: nn.LayerNorm, tokens: torch.Tensor,
-                present: torch.Tensor) -> torch.Tensor:
-    """``blocks`` then ``norm`` over (B, 1 + K, D) tokens, the global token first; empty slots are masked
-    as keys (:meth:`MATModel.visible`)."""
-    allowed = MATModel.visible(present).expand(-1, tokens.shape[1], -1)
-    for block in blocks:
-        tokens = block(tokens, allowed)
-    return norm(tokens)
 
 
 class MATModel(nn.Module):
@@ -297,12 +205,6 @@ class MATModel(nn.Module):
             return None
         return self.node_in(tokens.nodes[..., :self.hparams.node_features])
 
-    @staticmethod
-    def visible(present: torch.Tensor) -> torch.Tensor:
-        """(B, 1, 1 + K) keys that may be attended: the global token always, occupied slots."""
-        always = torch.ones_like(present[:, :1])
-        return torch.cat([always, present], dim=1)[:, None, :]
-
     def values(self, memory: torch.Tensor) -> torch.Tensor:
         """(B, M) per-node value estimates (in the value normaliser's units)."""
         return self.value_head(memory[:, 0])
@@ -342,7 +244,7 @@ class MATModel(nn.Module):
         (B, M, 2K + 1) with the abandon head."""
         x = self.decoder_inputs(memory, actions, node_rows)
         causal = self.causal.expand(x.shape[0], -1, -1)
-        visible = self.visible(present).expand(-1, x.shape[1], -1)
+        visible = visible_keys(present).expand(-1, x.shape[1], -1)
         for block in self.decoder:
             x = block(x, memory, causal, visible)
         h = self.decoder_norm(x)
@@ -362,7 +264,7 @@ class MATModel(nn.Module):
         {idle, slot 1..K}, or "serve iff P(serve) > 0.5") idles nodes next to waiting warm-up or FM-feasible
         tasks, and scores lower on the ``val`` check workloads (``mara_agents/checkpoints/README.md``).  Sampling keeps
         idle as a choice, so training and its log-probabilities are unchanged.  A model with node tokens
-        serves as many tasks, but may leave a task to a later node (:func:`placing_greedy_choice`): with
+        serves as many tasks, but may leave a task to a later node (:func:`~mara_agents.mat.decoding.placing_greedy_choice`): with
         strict index order a fast node last in line would never serve while the slow ones before it could.
 
         The encoder's keys and values, the pointer keys and the earlier nodes' self-attention keys/values
@@ -381,7 +283,7 @@ class MATModel(nn.Module):
     @torch.no_grad()
     def reference_act(self, tokens: Tokens,
                       generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """:meth:`act` node by node through :class:`NodeDecoder` and :func:`decode_nodes`: the definition of
+        """:meth:`act` node by node through :class:`NodeDecoder` and :func:`~mara_agents.mat.decoding.decode_nodes`: the definition of
         what it computes, and its path wherever the lean decoder does not apply."""
         decoder = NodeDecoder(self, tokens)
 
@@ -416,7 +318,7 @@ class NodeDecoder:
         self.memory = model.encode(tokens)
         self.prior = model.additive_logits(tokens)
         self.node_rows = model.node_rows(tokens)
-        self.visible = model.visible(tokens.present)
+        self.visible = visible_keys(tokens.present)
         self.memory_kv = [block.cross_attn.keys_values(self.memory) for block in model.decoder]
         self.past: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in model.decoder]
         self.slot_keys = model.pointer_key(self.memory[:, 1:])
@@ -442,60 +344,3 @@ class NodeDecoder:
     def advance(self, choice: torch.Tensor) -> None:
         """Feed this node's ``choice`` (B,) to the next node."""
         self.previous = self.model.choice_embedding(self.memory, choice[:, None])
-
-
-Choose = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
-
-
-def decode_nodes(score: Callable[[int, torch.Tensor], torch.Tensor], advance: Callable[[torch.Tensor], None],
-                 present: torch.Tensor, num_nodes: int, choose: Choose,
-                 abandon: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Nodes in index order: ``score(node, legal)`` gives (B, K + 1) logits under the mask of empty slots and
-    slots taken by earlier nodes, ``choose(logits, legal, later)`` picks (``later``: the nodes still to decide
-    after this one), ``advance(choice)`` feeds the pick to the next node.  With ``abandon`` the logits are
-    (B, 2K + 1) and an abandon claims its slot as a pick does.  Returns the actions (B, M) and their
-    log-probabilities under the logits."""
-    batch = present.shape[0]
-    actions = torch.zeros(batch, num_nodes, dtype=torch.long, device=present.device)
-    log_probs = torch.zeros(batch, num_nodes, device=present.device)
-    taken = torch.zeros_like(present)
-    for node in range(num_nodes):
-        legal = node_mask(present, taken, abandon)
-        logits = score(node, legal)
-        choice = choose(logits, legal, num_nodes - node - 1)
-        actions[:, node] = choice
-        log_probs[:, node] = torch.log_softmax(logits, -1).gather(1, choice[:, None])[:, 0]
-        claimed = claimed_slot(choice, present.shape[1]) if abandon else choice
-        taken = taken | nn.functional.one_hot(claimed, present.shape[1] + 1)[:, 1:].bool()
-        advance(choice)
-    return actions, log_probs
-
-
-def greedy_choice(scores: torch.Tensor, legal: torch.Tensor, later: int = 0) -> torch.Tensor:
-    """(B,) work-conserving greedy choice from (B, K + 1) scores: the best legal slot while one is left, else
-    idle (:meth:`MATModel.act` says why idle never wins over a free slot); ``later`` is not read."""
-    return torch.where(legal[:, 1:].any(-1), scores[:, 1:].argmax(-1) + 1, 0)
-
-
-def placing_greedy_choice(scores: torch.Tensor, legal: torch.Tensor, later: int) -> torch.Tensor:
-    """(B,) greedy choice of a model with node tokens: :func:`greedy_choice`, except that the node idles when
-    idle scores highest and the ``later`` nodes can still serve every task left.  Every task is still served
-    when there are nodes for all (the same count as :func:`greedy_choice`), but *where* follows the policy:
-    on nodes of different speeds or with a switching cost, a node early in the order may leave a task to a
-    faster node, or to the node that served it, after it."""
-    serve = greedy_choice(scores, legal)
-    may_idle = legal[:, 1:].sum(-1) <= later
-    return torch.where(may_idle & (scores.argmax(-1) == 0), 0, serve)
-
-
-def greedy_rule(hparams: MATHyperParameters) -> Choose:
-    """How greedy decoding chooses for a model: :func:`placing_greedy_choice` with node tokens, else
-    :func:`greedy_choice` (the paper's setting, where every node is alike and only *which* tasks are served
-    matters)."""
-    return placing_greedy_choice if hparams.node_features else greedy_choice
-
-
-def masked(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
-    """Logits with illegal choices set to −inf: probability exactly 0 whatever the legal logits are (a
-    finite "large negative" would beat legal logits below it).  Idle is always legal, so no row is all −inf."""
-    return logits.masked_fill(~legal, float("-inf"))

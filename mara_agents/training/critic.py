@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from mara_agents.mat.model import EncoderBlock, MATHyperParameters, run_encoder
+from mara_agents.mat.layers import EncoderBlock, run_encoder
+from mara_agents.mat.model import MATHyperParameters
 from mara_agents.mat.tokens import NUM_SLOT_FEATURES, STEP_SCALE, Tokens
 from mara_env.features import TASK_FEATURE_INDEX as _F
 

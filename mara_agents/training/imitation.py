@@ -13,7 +13,7 @@ Only **contended** states are kept — more occupied slots than nodes.  Elsewher
 decoder serves every task whatever the policy ranks first, so those labels teach nothing that changes an
 outcome.  With the env's node options (``node_speeds``, ``switch_cost``) every state with a task is kept:
 *where* each task runs matters even when every task is served, and the labels are the expert's per-node
-actions, which node tokens let the student tell apart (:func:`~mara_agents.mat.model.placing_greedy_choice`
+actions, which node tokens let the student tell apart (:func:`~mara_agents.mat.decoding.placing_greedy_choice`
 lets its greedy decoding place them).  The student sees what the deployed policy sees (tokens of the observation and the frozen
 predictor's estimates); only the labels use the simulator's true remaining batches.
 

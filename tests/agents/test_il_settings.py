@@ -20,7 +20,8 @@ from mara_agents.training.experts import TRUE_REMAINING, PrivilegedSlackExpert
 from mara_agents.training.il_train import FINISHED, train_il
 from mara_agents.training import validation
 from mara_agents.training.imitation import ExpertRollout, ImitationSettings, LabelledStates
-from mara_agents.mat.model import MATHyperParameters, MATModel, placing_greedy_choice
+from mara_agents.mat.decoding import placing_greedy_choice
+from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.setting import Setting
 from mara_agents.mat.tokens import NUM_NODE_TOKEN_FEATURES, NUM_SLOT_FEATURES, build_tokens, slack_plans
 from mara_agents.predictors.demand import Demand, make_demand

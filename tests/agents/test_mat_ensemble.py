@@ -18,7 +18,8 @@ from mara_agents.mat.checkpoint import export_policy, load_policy_model
 from benchmarks import decode_bench
 from mara_agents.mat.ensemble import MATEnsemble, load_mat_ensemble
 from mara_agents.mat.masks import teacher_forced_masks
-from mara_agents.mat.model import MATHyperParameters, MATModel, masked
+from mara_agents.mat.decoding import masked
+from mara_agents.mat.model import MATHyperParameters, MATModel
 from mara_agents.mat.tokens import Tokens
 
 from test_mat_model import is_matching, random_inputs

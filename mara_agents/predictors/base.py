@@ -119,6 +119,9 @@ def capped_remaining(estimate: np.ndarray, query: PredictorQuery) -> np.ndarray:
     return np.where(usable, np.clip(np.nan_to_num(estimate, nan=0.0), 0.0, cap), cap)
 
 
+# Rows per batch from which a neural predictor's answer for a row no longer depends on the rows beside it: smaller
+# batches take other matrix-multiply kernels, whose last bits differ (mara_agents/predictors/shared.py checks it).
+MIN_INVARIANT_BATCH = 3
 ROWS_PER_PASS = 512  # rows a predictor computes at once: bounds a large query's transient arrays to tens of MB
 
 

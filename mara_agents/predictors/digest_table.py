@@ -89,9 +89,74 @@ class DigestTable:
         return new_rows
 
 
+def distinct_keys(keys: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct digest of an (n, 2) uint64 array, in order."""
+    return np.sort(np.unique(keys, axis=0, return_index=True)[1])
+
+
 def as_keys(digests: Sequence[bytes]) -> np.ndarray:
     """(n, 2) uint64 view of n digests of :data:`DIGEST_BYTES` bytes each."""
     joined = b"".join(digests)
     if len(joined) != DIGEST_BYTES * len(digests):
         raise ValueError(f"every digest must be {DIGEST_BYTES} bytes")
     return np.frombuffer(joined, dtype=np.uint64).reshape(-1, 2).copy()
+
+
+class DigestRows:
+    """Fixed-width rows of numbers keyed by digests, at most ``capacity`` of them, in two generations.
+
+    New rows go to the young generation.  When it is full, the old generation is forgotten and the young one
+    becomes old; a row found in the old generation is copied into the young one, so the rows still in use
+    survive and a full store forgets only what has not been asked for lately.  Each generation is a
+    :class:`DigestTable` and one array allocated whole (the operating system backs its pages only as rows are
+    written).
+    """
+
+    def __init__(self, capacity: int, width: int, dtype: np.dtype | type = np.float64):
+        if capacity < 2:
+            raise ValueError(f"capacity must be at least 2, got {capacity}")
+        self.width, self.dtype = width, np.dtype(dtype)
+        half = capacity // 2
+        self._young, self._old = (_Generation(half, width, self.dtype) for _ in range(2))
+
+    def __len__(self) -> int:
+        return len(self._young.table) + len(self._old.table)
+
+    def get(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(indices of the ``keys`` held, their rows) for digests given as an (n, 2) uint64 array."""
+        slots = self._young.table.lookup_keys(keys)
+        values = np.empty((len(keys), self.width), dtype=self.dtype)
+        young = slots >= 0
+        values[young] = self._young.values[slots[young]]
+        elsewhere = np.flatnonzero(~young)
+        if elsewhere.size and len(self._old.table):
+            old = self._old.table.lookup_keys(keys[elsewhere])
+            found = elsewhere[old >= 0]
+            values[found] = self._old.values[old[old >= 0]]
+            young[found] = True
+            self.put(keys[found], values[found])
+        held = np.flatnonzero(young)
+        return held, values[held]
+
+    def put(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Keep ``values`` (n, width) under ``keys`` (an (n, 2) uint64 array; a digest given twice, or one the
+        young generation holds, keeps its first value)."""
+        first = distinct_keys(keys)
+        keys, values = keys[first], values[first]
+        new = self._young.table.lookup_keys(keys) < 0
+        keys, values = keys[new], values[new]
+        if not len(keys):
+            return
+        if len(self._young.table) + len(keys) > self._young.table.capacity:
+            self._young, self._old = self._old, self._young
+            self._young.table.clear()
+            keys, values = keys[-self._young.table.capacity:], values[-self._young.table.capacity:]
+        self._young.values[self._young.table.insert_keys(keys)] = values
+
+
+class _Generation:
+    """One generation of :class:`DigestRows`: its table and its rows."""
+
+    def __init__(self, capacity: int, width: int, dtype: np.dtype):
+        self.table = DigestTable(capacity)
+        self.values = np.empty((capacity, width), dtype=dtype)

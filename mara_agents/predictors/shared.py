@@ -31,14 +31,14 @@ import os
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from mara_agents.predictors.answer_files import AnswerFiles, store_root
-from mara_agents.predictors.base import Predictor, PredictorQuery
+from mara_agents.predictors.base import MIN_INVARIANT_BATCH, Predictor, PredictorQuery
 from mara_agents.predictors.digest_table import DigestTable, as_keys
 
-MIN_INVARIANT_BATCH = 3  # rows per call from which FM's answers no longer depend on the batch (checked below)
 CAPACITY = 600_000  # rows held at most, in memory (its size: docs/research/performance.md) and in each predictor's files
 FLUSH_ROWS = 50_000  # computed rows written to one answer file
 
@@ -73,13 +73,21 @@ def canary_query(rows: int = 12) -> PredictorQuery:
 
 def canary_answers(predictor: Predictor) -> np.ndarray | None:
     """The canary query's answers when ``predictor`` answers each of its rows identically in one batch, in
-    batches of :data:`MIN_INVARIANT_BATCH` and more, and in a batch padded by repeating one row; else None."""
+    batches of :data:`MIN_INVARIANT_BATCH` and more, in a batch padded by repeating one row and, for a predictor
+    with ``predict_invariant`` (which may reuse what its earlier calls kept), in overlapping batches of that
+    method; else None."""
     query = canary_query()
     whole = predictor.predict(query).remaining
     parts = [np.arange(0, 3), np.arange(3, 7), np.arange(7, 12)]
     split = np.concatenate([predictor.predict(query.subset(rows)).remaining for rows in parts])
     padded = predictor.predict(query.subset(np.array([5] * MIN_INVARIANT_BATCH))).remaining
-    return whole if np.array_equal(whole, split) and np.all(padded == whole[5]) else None
+    invariant = np.array_equal(whole, split) and np.all(padded == whole[5])
+    reusing, kept = getattr(predictor, "predict_invariant", None), {}
+    if invariant and reusing is not None:
+        # Overlapping batches: the second reuses what the first kept (FM: the history states of rows 3–6).
+        first, second = (reusing(query.subset(rows), kept).remaining for rows in (np.arange(0, 7), np.arange(3, 12)))
+        invariant = np.array_equal(first, whole[:7]) and np.array_equal(second, whole[3:])
+    return whole if invariant else None
 
 
 def batch_invariant(predictor: Predictor) -> bool:
@@ -122,7 +130,8 @@ class SharedAnswers:
     row costs at most about 110 bytes (up to 40 in the table, 72 for 9 float64 answers), allocated on first
     use.  A predictor's files are read when it first passes the canary; the rows it computes are written in
     files of :data:`FLUSH_ROWS` rows, and the rest by :meth:`flush` (when the process ends, or the caller is
-    done).
+    done).  A predictor with ``predict_invariant`` (FM) computes through it, with a dictionary kept per identity
+    in which it may keep intermediate results for later calls (FM's history states).
     """
 
     def __init__(self, capacity: int = CAPACITY):
@@ -134,6 +143,7 @@ class SharedAnswers:
         self._pending: dict[bytes, list[tuple[np.ndarray, np.ndarray]]] = {}
         self._pending_rows: dict[bytes, int] = {}
         self._width: dict[bytes, int] = {}  # values per row of each predictor: 1 + its samples per estimate
+        self._kept: dict[bytes, dict[str, Any]] = {}  # per predictor: what its predict_invariant keeps across calls
         self._flushes_at_exit: int | None = None  # the process that will write the queued rows when it ends
 
     def __len__(self) -> int:
@@ -148,6 +158,7 @@ class SharedAnswers:
         self._invariant.clear()
         self._files.clear()
         self._width.clear()
+        self._kept.clear()
 
     def flush(self) -> None:
         """Write every predictor's rows computed since its last file."""
@@ -184,7 +195,11 @@ class SharedAnswers:
         fresh = np.empty((0, 0))
         if todo.size:
             asked = np.resize(todo, max(todo.size, MIN_INVARIANT_BATCH))  # repeats rows up to the size
-            prediction = predictor.predict(query.subset(rows[asked]))
+            asked_query = query.subset(rows[asked])
+            if hasattr(predictor, "predict_invariant"):  # reuses what earlier batches kept: checked by the canary
+                prediction = predictor.predict_invariant(asked_query, self._kept.setdefault(identity, {}))
+            else:
+                prediction = predictor.predict(asked_query)
             fresh = np.column_stack([prediction.remaining[:todo.size],
                                      np.full((todo.size, 0), np.nan) if prediction.samples is None
                                      else prediction.samples[:todo.size]])

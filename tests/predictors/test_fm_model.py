@@ -157,3 +157,19 @@ def test_the_sampling_velocity_equals_the_plain_one():
         plain = model.velocity(z, u, context.repeat_interleave(repeats, dim=0))
         fast = model.sampling_velocity(context, repeats)(z, u)
     torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-5)
+
+
+def test_kept_flow_time_terms_give_the_same_velocity_bit_for_bit():
+    """A caller's kept time terms are the ones the velocity computes: the same output with and without them,
+    one term per flow time, reused on later calls."""
+    torch.manual_seed(1)
+    model = FlowMatchingModel().eval()
+    context = torch.randn(4, model.hparams.hidden + STATIC_FEATURES)
+    z = torch.randn(4 * 8, model.hparams.bins)
+    kept: dict[float, torch.Tensor] = {}
+    with torch.inference_mode():
+        for u in (0.0, 0.25, 0.0):
+            flow_time = torch.full((z.shape[0],), u)
+            plain = model.sampling_velocity(context, 8)(z.clone(), flow_time)
+            assert torch.equal(model.sampling_velocity(context, 8, kept)(z.clone(), flow_time), plain)
+    assert sorted(kept) == [0.0, 0.25]

@@ -109,20 +109,29 @@ class FlowMatchingModel(nn.Module):
 
         ``history`` (n, T) holds raw cumulative-average losses with ``length`` ≥ 1 valid entries per row.
         """
+        return self.join_context(self.history_state(history, length, batch_size), static)
+
+    def history_state(self, history: torch.Tensor, length: torch.Tensor, batch_size: torch.Tensor) -> torch.Tensor:
+        """The GRU's state after a prefix's last encoded point, (n, hidden): the part of the context that reads
+        the losses, a function of each row's observed losses and batch size only."""
         encoded, count = encode_history(history, length, batch_size, self.hparams.history_points)
         observed = (torch.arange(encoded.shape[1], device=encoded.device)[None, :] < count[:, None])[..., None]
         scaled = torch.where(observed, (encoded - self.history_mean) / self.history_std, torch.zeros_like(encoded))
         # The GRU is causal, so its output at the last encoded point equals the final state of a packed run;
         # running over the padded batch and gathering is about twice as fast on a CPU.
         outputs, _ = self.encoder(scaled)
-        state = outputs[torch.arange(outputs.shape[0], device=outputs.device), count - 1]
+        return outputs[torch.arange(outputs.shape[0], device=outputs.device), count - 1]
+
+    def join_context(self, state: torch.Tensor, static: torch.Tensor) -> torch.Tensor:
+        """c from the history states (n, hidden) and the raw static features (n, 4)."""
         return torch.cat([state, (static - self.static_mean) / self.static_std], dim=-1)
 
     def velocity(self, z: torch.Tensor, u: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
         """v_θ(z_u, u, c) for flat batches: z (m, J), u (m,), context (m, C)."""
         return self.velocity_mlp(torch.cat([z, sinusoidal_embedding(u, self.hparams.time_dim), context], dim=-1))
 
-    def sampling_velocity(self, context: torch.Tensor, repeats: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    def sampling_velocity(self, context: torch.Tensor, repeats: int, time_terms: dict[float, torch.Tensor] | None = None
+                          ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
         """:meth:`velocity` for sampling: ``repeats`` noise rows per task (task-major) and one flow time per
         Euler step.  The first layer is linear in [z, time embedding, c], so its context term is computed
         once per task and its time term once per step rather than once per sample row; the same function
@@ -130,7 +139,8 @@ class FlowMatchingModel(nn.Module):
 
         The returned function runs the layers' kernels on tensors of the shapes above and updates its
         intermediate results in place (same elementwise operations, same order), so it allocates less than
-        the module's forward pass; it is meant for inference, without autograd.
+        the module's forward pass; it is meant for inference, without autograd.  ``time_terms``, kept by the
+        caller across calls while the weights stay as they are, holds each flow time's term once computed.
         """
         first = self.velocity_mlp[0]
         layers = [(layer.weight, layer.bias) for layer in self.velocity_mlp[2::2]]
@@ -138,9 +148,17 @@ class FlowMatchingModel(nn.Module):
         w_z, w_t, w_c = first.weight.split([bins, time_dim, context.shape[-1]], dim=1)
         context_term = (context @ w_c.T + first.bias)[:, None, :]  # (n, 1, width): broadcast over the repeats
 
+        def time_term(u: torch.Tensor) -> torch.Tensor:
+            if time_terms is None:
+                return sinusoidal_embedding(u, time_dim) @ w_t.T
+            key = float(u[0])
+            if key not in time_terms:
+                time_terms[key] = sinusoidal_embedding(u, time_dim) @ w_t.T
+            return time_terms[key]
+
         def velocity(z: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
             hidden = z @ w_z.T
-            hidden += sinusoidal_embedding(u[:1], time_dim) @ w_t.T  # every row shares the step's u
+            hidden += time_term(u[:1])  # every row shares the step's u
             hidden.view(context_term.shape[0], repeats, -1).add_(context_term)
             for weight, bias in layers:
                 hidden = nn.functional.linear(nn.functional.silu(hidden, inplace=True), weight, bias)

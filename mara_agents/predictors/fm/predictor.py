@@ -16,9 +16,10 @@ import numpy as np
 import torch
 
 from mara_agents.play.checkpoints import CheckpointError, atomic_torch_save, read_checkpoint, write_checksum_manifest
-from mara_agents.predictors.base import Prediction, PredictorQuery, capped_remaining, row_parts
+from mara_agents.predictors.base import MIN_INVARIANT_BATCH, Prediction, PredictorQuery, capped_remaining, row_parts
 from mara_agents.predictors.fm.decode import first_crossing, median_estimate, remaining_batches
 from mara_agents.predictors.fm.encoding import static_context
+from mara_agents.predictors.fm.history_states import HistoryStates
 from mara_agents.predictors.fm.model import FlowMatchingModel, FMHyperParameters
 from mara_agents.predictors.fm.sampling import EULER_STEPS, N_SAMPLES, euler_integrate, sobol_gaussian_points
 from mara_agents.predictors.fm.target import bin_boundaries, inverse_log_ratio, reconstruct_cumavg
@@ -39,6 +40,7 @@ class FlowMatchingPredictor:
         self.euler_steps = euler_steps
         self._noise: torch.Tensor | None = None
         self._noise_key: str | None = None
+        self._time_terms: dict[str, dict[float, torch.Tensor]] = {}  # per device: the velocity's flow-time terms
 
     @property
     def device(self) -> torch.device:
@@ -54,8 +56,10 @@ class FlowMatchingPredictor:
         return self._noise
 
     @torch.inference_mode()
-    def sample_targets(self, query: PredictorQuery) -> np.ndarray:
-        """Sampled targets y (n, N, J) for every task of ``query`` (all must have ≥ 1 observation)."""
+    def sample_targets(self, query: PredictorQuery, history_states: HistoryStates | None = None) -> np.ndarray:
+        """Sampled targets y (n, N, J) for every task of ``query`` (all must have ≥ 1 observation);
+        ``history_states``: the history states are taken from there, and kept there (see
+        :meth:`predict_invariant`), when ``query`` has enough rows for them to be the ones it would compute."""
         device, dtype = self.device, torch.float32
         width = int(query.length.max())
         history = torch.as_tensor(query.history[:, :width], dtype=dtype, device=device)
@@ -64,13 +68,28 @@ class FlowMatchingPredictor:
         static = static_context(batch_size, torch.as_tensor(query.lr, dtype=dtype, device=device),
                                 torch.as_tensor(query.current_loss, dtype=dtype, device=device),
                                 torch.as_tensor(query.cap * query.batch_size, dtype=dtype, device=device))
-        context = self.model.context(history, length, batch_size, static)
+        if history_states is not None and device.type == "cpu" and len(query) >= MIN_INVARIANT_BATCH:
+            state = history_states(self.model.history_state, history, length, batch_size)
+        else:
+            state = self.model.history_state(history, length, batch_size)
+        context = self.model.join_context(state, static)
         n, bins = len(query), self.model.hparams.bins
         z0 = self.noise(device).repeat(n, 1)                                 # (n·N, J), task-major
-        z1 = euler_integrate(self.model.sampling_velocity(context, self.n_samples), z0, self.euler_steps)
+        velocity = self.model.sampling_velocity(context, self.n_samples, self._time_terms.setdefault(str(device), {}))
+        z1 = euler_integrate(velocity, z0, self.euler_steps)
         return self.model.unstandardise_target(z1).reshape(n, self.n_samples, bins).double().cpu().numpy()
 
-    def predict(self, query: PredictorQuery) -> Prediction:
+    def predict_invariant(self, query: PredictorQuery, kept: dict[str, Any]) -> Prediction:
+        """:meth:`predict` for a caller that computes answers only in batches of at least
+        :data:`~mara_agents.predictors.base.MIN_INVARIANT_BATCH` rows, on kernels where they do not depend on the
+        batch (the shared answers, :mod:`~mara_agents.predictors.shared`, check both), and keeps ``kept`` for
+        every predictor with these weights: the history states of prefixes seen in earlier such calls are
+        kept there and reused (:mod:`~mara_agents.predictors.fm.history_states`)."""
+        if "history_states" not in kept:
+            kept["history_states"] = HistoryStates(self.model.hparams.hidden)
+        return self.predict(query, kept["history_states"])
+
+    def predict(self, query: PredictorQuery, history_states: HistoryStates | None = None) -> Prediction:
         """Median first-crossing estimate per task; the cap for tasks that are not ready.
 
         Besides ``remaining`` it returns the sampled ``trajectories`` with their ``grid`` and the ``samples``:
@@ -93,7 +112,8 @@ class FlowMatchingPredictor:
             prefix_samples = ready.length * batch_size
             current_loss = ready.current_loss
             boundaries = bin_boundaries(prefix_samples, ready.cap * batch_size, bins)
-            averages = inverse_log_ratio(self.sample_targets(ready), current_loss, self.model.hparams.delta)
+            averages = inverse_log_ratio(self.sample_targets(ready, history_states), current_loss,
+                                         self.model.hparams.delta)
             paths = reconstruct_cumavg(averages, boundaries, current_loss)
             crossing = first_crossing(paths, boundaries, ready.eps.astype(np.float64))
             per_sample[rows] = remaining_batches(crossing, prefix_samples, ready.cap.astype(np.float64), batch_size)

@@ -4,7 +4,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +36,28 @@ def test_run_times_the_command_and_counts_the_tests_pytest_reports(tmp_path):
     recorded = json.loads(path.read_text())["suite"]
     assert recorded["tests"] == 12 and recorded["command"].endswith("in 1.0s ==')")
     assert 0 <= recorded["wall_s"] <= 60 and recorded["host"]
+
+
+def test_terminating_the_timer_stops_the_command_and_records_nothing(tmp_path):
+    path = tmp_path / "timings.json"
+    command = [sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(120)"]
+    timer = subprocess.Popen([sys.executable, str(ROOT / "tools" / "timings.py"), "--file", str(path), "run", "x",
+                              "--", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = int(timer.stdout.readline())
+    timer.send_signal(signal.SIGTERM)
+    assert timer.wait(timeout=60) == 130 and "nothing recorded" in timer.stderr.read()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _running(child):
+        time.sleep(0.1)
+    assert not _running(child) and not path.exists()
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_a_command_that_fails_records_nothing_and_passes_its_status_on(tmp_path, capsys):

@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -77,15 +79,41 @@ def this_host(note: str) -> str:
 
 
 def run_and_time(command: Sequence[str]) -> tuple[int, float, str]:
-    """Run ``command`` in the repository root, echoing its output; its status, wall seconds and output."""
+    """Run ``command`` in the repository root, echoing its output; its status, wall seconds and output.
+
+    The command runs in a process group of its own; when this process is interrupted or terminated, the group
+    gets SIGINT (a command's own clean stop: ``evaluate.py`` keeps its finished episodes) and, if it has not
+    ended 30 s later, SIGKILL, so nothing is left running."""
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    previous = signal.signal(signal.SIGTERM, _interrupted)
     lines = []
-    assert process.stdout is not None
-    for line in process.stdout:
-        sys.stdout.write(line)
-        lines.append(line)
-    return process.wait(), time.perf_counter() - start, "".join(lines)
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            sys.stdout.write(line)
+            lines.append(line)
+        return process.wait(), time.perf_counter() - start, "".join(lines)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        _stop_group(process)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    """SIGINT to ``process``'s group if it still runs, SIGKILL after 30 s."""
+    for stop, grace in ((signal.SIGINT, 30.0), (signal.SIGKILL, None)):
+        if process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, stop)
+            process.wait(timeout=grace)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            continue
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -136,7 +164,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"timings: {exc}: run it with the project's Python (.venv/bin/python tools/timings.py)",
                   file=sys.stderr)
             return 2
-        status, wall_s, output = run_and_time(args.command)
+        try:
+            status, wall_s, output = run_and_time(args.command)
+        except KeyboardInterrupt:
+            print(f"timings: interrupted; {' '.join(args.command)} stopped, nothing recorded", file=sys.stderr)
+            return 130
         if status != 0:
             print(f"timings: {' '.join(args.command)} exited {status}; nothing recorded", file=sys.stderr)
             return status

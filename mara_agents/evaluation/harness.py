@@ -21,7 +21,6 @@ import ctypes.util
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import cache
@@ -33,6 +32,7 @@ from tqdm import tqdm
 from mara_common import checks
 from mara_agents.evaluation.cache import ResultCache
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes
+from mara_agents.evaluation.dispatch import play_units
 from mara_agents.evaluation.families import family_counts, vector_played_families
 from mara_agents.evaluation.fingerprint import bank_fingerprint, digest, simulator_fingerprint, source_fingerprint
 from mara_agents.evaluation.methods import (CLAIRVOYANT, ORACLE, Availability, MethodError, checked, fresh_policy,
@@ -263,8 +263,8 @@ def evaluate(requests: Iterable[tuple[str | None, str, float | None]], settings:
             if missing:
                 targets, keys = zip(*missing)
                 pending.append(Unit(unit.method, unit.seed, targets, keys, unit.env))
-        # Big lock-step units first (a short tail at the end); units on the same episodes next to each other, so
-        # a worker often plays them in a row and reuses the predictor answers it shares among them.
+        # Big lock-step units first (a short tail at the end), units on the same episodes next to each other: one
+        # process plays them in a row, several take them in bundles (dispatch.py), and reuse the predictor answers.
         pending.sort(key=lambda unit: (-len(unit.keys), unit.targets[0].path, unit.targets[0].index))
         results.computed = sum(len(u.keys) for u in pending)
         results.reused = sum(len(u.keys) for u in units) - results.computed
@@ -352,12 +352,7 @@ def _execute(pending: list[Unit], settings: Settings, num_nodes: int, cache: Res
                 SHARED.close()  # this process goes on to other work: write the new answers, free the rest
             return
         try:
-            with worker_pool(settings.jobs) as pool:
-                futures = {pool.submit(run_unit, unit, bank, num_nodes): unit for unit in pending}
-                while futures:
-                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        finish(futures.pop(future), future.result())
+            play_units(pending, settings.jobs, run_unit, bank, num_nodes, finish)
         except BrokenProcessPool as exc:
             raise MethodError(f"a worker process ended abruptly ({exc}); the episodes finished so far are cached; "
                               "`--jobs 1` plays in this process and shows why") from exc

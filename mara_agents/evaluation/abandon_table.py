@@ -48,7 +48,7 @@ LEARNED = ("mat-il+abandon",)
 METHODS = (*WITHOUT, *WITH, *LEARNED)  # what the experiment plays unless --methods names others
 TASK_SET = "id"
 ENV = (("abandon", True), ("fairness_metrics", True))
-ACCEPTANCE_LOADS = (0.04, 0.07)  # the loads the acceptance figures are stated at
+REQUIRED_LOADS = (0.04, 0.07)  # a run writes results/abandon.* only when it plays at least these loads
 # (episode metric, column, scale, decimals) of the per-load tables
 METRICS = (("success_rate", "success (%)", 100.0, 1), (WASTED_KEY, "wasted node-steps", 1.0, 0),
            ("abandoned", "abandoned", 1.0, 1), ("abandoned_feasible", "abandoned, feasible", 1.0, 1),

@@ -22,7 +22,7 @@ from pathlib import Path
 from mara_common import checks
 from curves.bank import DEFAULT_BANK, BankError
 from mara_agents.play.checkpoints import CheckpointError, portable_path
-from mara_agents.evaluation.abandon_table import ACCEPTANCE_LOADS, run_abandon, write_abandon
+from mara_agents.evaluation.abandon_table import REQUIRED_LOADS, run_abandon, write_abandon
 from mara_agents.evaluation.abandon_table import METHODS as ABANDON_METHODS
 from mara_agents.evaluation.abandon_table import FILES as ABANDON_FILES
 from mara_agents.evaluation.argument_checks import check_abandon_flags, check_seeds
@@ -237,9 +237,10 @@ def _is_full_extensions(args: argparse.Namespace) -> bool:
 
 def _is_full_abandon(args: argparse.Namespace) -> bool:
     """Whether the run is the abandon experiment alone with every allocator, root and episode, at least at the
-    acceptance loads, on the shipped inputs: such a run writes its own files (and only those) under results/."""
+    :data:`REQUIRED_LOADS`, on the shipped inputs: such a run writes its own files (and only those) under
+    results/."""
     return (args.experiments == ["abandon"] and not args.methods and not args.policy and not args.quick
-            and (args.loads is None or set(ACCEPTANCE_LOADS) <= set(args.loads))
+            and (args.loads is None or set(REQUIRED_LOADS) <= set(args.loads))
             and args.roots in (None, ROOTS) and args.episodes in (None, EPISODES_PER_ROOT)
             and Path(args.bank).resolve() == Path(DEFAULT_BANK).resolve()
             and Path(args.workloads).resolve() == Path(WORKLOAD_DIR).resolve())

@@ -15,11 +15,13 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import ExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mara_agents.evaluation.workers import worker_pool
 
-Unit = Any  # mara_agents.evaluation.harness.Unit (the harness imports this module)
+if TYPE_CHECKING:  # the harness imports this module
+    from mara_agents.evaluation.harness import Unit
+
 Rows = list[dict[str, Any]]
 
 

@@ -122,7 +122,7 @@ def capped_remaining(estimate: np.ndarray, query: PredictorQuery) -> np.ndarray:
 # Rows per batch from which a neural predictor's answer for a row no longer depends on the rows beside it: smaller
 # batches take other matrix-multiply kernels, whose last bits differ (mara_agents/predictors/shared.py checks it).
 MIN_INVARIANT_BATCH = 3
-ROWS_PER_PASS = 512  # rows a predictor computes at once: bounds a large query's transient arrays to tens of MB
+ROWS_PER_PASS = 512  # rows a predictor computes at once: bounds the transient arrays of a large query
 
 
 def row_parts(rows: np.ndarray, limit: int | None = None) -> list[np.ndarray]:

@@ -13,6 +13,7 @@ already uniform and need no further mixing.  Rows are never deleted one by one, 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -87,6 +88,22 @@ class DigestTable:
             position[waiting] = (position[waiting] + np.uint64(1)) & self._mask
         self._count += len(keys)
         return new_rows
+
+
+def prefix_digests(heads: np.ndarray, history: np.ndarray, lengths: np.ndarray, rows: np.ndarray,
+                   salt: bytes = b"") -> list[bytes]:
+    """One digest per row of ``rows``: BLAKE2b, keyed with ``salt``, of ``heads[row]``'s bytes followed by the first
+    ``lengths[row]`` entries of ``history[row]`` (a row's fixed fields, then its observed prefix)."""
+    heads_bytes, history = np.ascontiguousarray(heads).tobytes(), np.ascontiguousarray(history)
+    losses = memoryview(history).cast("B")
+    head_size, item = len(heads_bytes) // max(len(heads), 1), history.itemsize
+    row_size = history.shape[1] * item
+    digests = []
+    for row, length in zip(rows.tolist(), np.asarray(lengths)[rows].tolist()):
+        digest = hashlib.blake2b(heads_bytes[row * head_size:(row + 1) * head_size], digest_size=DIGEST_BYTES, key=salt)
+        digest.update(losses[row * row_size:row * row_size + length * item])
+        digests.append(digest.digest())
+    return digests
 
 
 def distinct_keys(keys: np.ndarray) -> np.ndarray:

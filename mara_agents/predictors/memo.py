@@ -17,13 +17,12 @@ the slots.
 
 from __future__ import annotations
 
-import hashlib
 from functools import cached_property
 
 import numpy as np
 
 from mara_agents.predictors.base import Prediction, Predictor, PredictorQuery
-from mara_agents.predictors.digest_table import DIGEST_BYTES
+from mara_agents.predictors.digest_table import prefix_digests
 from mara_agents.predictors.shared import MIN_INVARIANT_BATCH, SHARED, predictor_identity, row_salt
 
 
@@ -36,17 +35,7 @@ def row_scalars(query: PredictorQuery) -> np.ndarray:
 
 def row_digests(query: PredictorQuery, rows: np.ndarray, salt: bytes = b"") -> list[bytes]:
     """One digest per task of ``rows``: BLAKE2b, keyed with ``salt``, of its scalars and observed losses."""
-    scalars = row_scalars(query).tobytes()
-    history = np.ascontiguousarray(query.history)
-    losses = memoryview(history).cast("B")
-    row_bytes, item = history.shape[1] * history.itemsize, history.itemsize
-    step = len(scalars) // max(len(query), 1)
-    digests = []
-    for row, length in zip(rows.tolist(), query.length[rows].tolist()):
-        digest = hashlib.blake2b(scalars[row * step:(row + 1) * step], digest_size=DIGEST_BYTES, key=salt)
-        digest.update(losses[row * row_bytes:row * row_bytes + length * item])
-        digests.append(digest.digest())
-    return digests
+    return prefix_digests(row_scalars(query), query.history, query.length, rows, salt)
 
 
 class RowSnapshot:

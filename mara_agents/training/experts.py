@@ -16,8 +16,8 @@ tasks that can still finish by their deadline, least slack first, then the hopel
 only by nodes nothing else needs (serving costs nothing, and greedy MAT decoding is work-conserving anyway).
 With the env's abandon action (``abandon=True``) the expert is :class:`PrivilegedAbandoningExpert`: the same ranking, and
 a task past warm-up whose true remaining demand exceeds its steps left is abandoned, the most hopeless first,
-only to make room (:class:`~mara_agents.allocators.abandon.AbandoningPolicy`), as the issue's privileged
-"drop every active task that can no longer finish" rule did.
+only to make room (:class:`~mara_agents.allocators.abandon.AbandoningPolicy`), rather than dropping every
+active task that can no longer finish.
 The MAT student imitates it from the observation and the FM estimates alone
 (:mod:`mara_agents.training.imitation`); the deployed policy never sees ``true_remaining``.
 """

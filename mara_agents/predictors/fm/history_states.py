@@ -15,31 +15,21 @@ computed in batches padded to that size, and only for callers that ask where FM'
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from mara_agents.predictors.base import MIN_INVARIANT_BATCH
-from mara_agents.predictors.digest_table import DIGEST_BYTES, DigestRows, as_keys
+from mara_agents.predictors.digest_table import DigestRows, as_keys, prefix_digests
 
 CAPACITY = 1 << 18  # states held at most, each of the model's hidden size in float32
 
 
 def prefix_keys(history: np.ndarray, length: np.ndarray, batch_size: np.ndarray) -> np.ndarray:
-    """(n, 2) uint64 digests of each row's first ``length`` losses (float32, as the GRU reads them) and batch
-    size."""
-    history = np.ascontiguousarray(history, dtype=np.float32)
-    losses = memoryview(history).cast("B")
-    row_bytes = history.shape[1] * history.itemsize
-    sizes = np.asarray(batch_size, dtype=np.float64)
-    digests = []
-    for row, count in enumerate(np.asarray(length).tolist()):
-        digest = hashlib.blake2b(sizes[row].tobytes(), digest_size=DIGEST_BYTES)
-        digest.update(losses[row * row_bytes:row * row_bytes + count * history.itemsize])
-        digests.append(digest.digest())
-    return as_keys(digests)
+    """(n, 2) uint64 digests of each row's batch size and first ``length`` losses (float32, as the GRU reads them)."""
+    sizes = np.asarray(batch_size, dtype=np.float64)[:, None]
+    return as_keys(prefix_digests(sizes, history.astype(np.float32, copy=False), length, np.arange(len(sizes))))
 
 
 class HistoryStates:

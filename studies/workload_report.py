@@ -21,7 +21,7 @@ from mara_common import checks
 from curves.bank import CurveBank, load_bank
 from mara_agents.evaluation.clairvoyant import clairvoyant_successes, required_batches
 from mara_agents.allocators import make_policy
-from mara_agents.play.lockstep import evaluate_workload
+from mara_agents.play.lockstep import play_episodes
 from mara_env.config import MARAConfig
 from mara_env.fixed_workloads import EVAL_LOADS, EVAL_TASK_SETS, WORKLOAD_DIR, workload_path
 from mara_env.workload import load_workload
@@ -92,8 +92,11 @@ def summarise_workload(path: Path, bank: CurveBank, methods: Sequence[str] = ("f
             oracle.append((needed > 0).mean())
             clairvoyant.append(clairvoyant_successes(episode, bank, num_nodes).mean())
     rates = {"oracle": 100 * float(np.mean(oracle)), "clairvoyant": 100 * float(np.mean(clairvoyant))}
+    config = MARAConfig(workload=str(path), bank=str(bank.root), num_nodes=num_nodes)
+    indices = list(range(len(workload.episodes)))
     for method in methods:
-        rows = evaluate_workload(make_policy(method), path, bank=bank.root, num_nodes=num_nodes)
+        # A fresh rule per episode, all in lock-step: the rows of playing them one by one, in one vector env.
+        rows = play_episodes([make_policy(method) for _ in indices], indices, config=config)
         rates[method] = 100 * float(np.nanmean([row["success_rate"] for row in rows]))
     return WorkloadSummary(path.stem, len(workload.episodes), overall.tasks / len(workload.episodes), rates,
                            overall, dict(sorted(families.items())))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import pytest
@@ -22,26 +24,35 @@ def runs(bank_dir, tmp_path_factory):
     return [root / "seed0", root / "seed1"]
 
 
-def test_each_snapshot_scores_what_the_checkpoint_rule_scored_at_its_step(runs, tmp_path, capsys):
-    assert run([*map(str, runs), "--out", str(tmp_path), "--at", "40"]) == 0
-    rows = (tmp_path / "learning_curve.csv").read_text().splitlines()
+@pytest.fixture(scope="module")
+def scored(runs, tmp_path_factory):
+    """The learning curve of both runs, scored once into a folder, with what the command printed."""
+    out = tmp_path_factory.mktemp("curve")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert run([*map(str, runs), "--out", str(out), "--at", "40"]) == 0
+    return out, printed.getvalue()
+
+
+def test_each_snapshot_scores_what_the_checkpoint_rule_scored_at_its_step(runs, scored):
+    out, printed = scored
+    rows = (out / "learning_curve.csv").read_text().splitlines()
     assert rows[0] == "method,seed,run,step,score" and len(rows) == 1 + 6
-    scored = {(line.split(",")[2], int(line.split(",")[3])): float(line.split(",")[4]) for line in rows[1:]}
+    scored_at = {(line.split(",")[2], int(line.split(",")[3])): float(line.split(",")[4]) for line in rows[1:]}
     for run_dir in runs:
         validated = json.loads((run_dir / "snapshots" / "step_60.json").read_text())["validation_scores"]
         for entry in validated:
-            assert scored[str(run_dir), entry["step"]] == pytest.approx(entry["success_rate"], abs=1e-6)
-    out = capsys.readouterr().out
-    assert "| 40 |" in out and "(step 40, 2 seeds)" in out
-    assert (tmp_path / "learning_curve.png").stat().st_size > 0
+            assert scored_at[str(run_dir), entry["step"]] == pytest.approx(entry["success_rate"], abs=1e-6)
+    assert "| 40 |" in printed and "(step 40, 2 seeds)" in printed
+    assert "[1/" in printed
+    assert (out / "learning_curve.png").stat().st_size > 0
 
 
-def test_a_rerun_scores_nothing_again(runs, tmp_path, capsys):
-    assert run([*map(str, runs), "--out", str(tmp_path)]) == 0
-    before = (tmp_path / "learning_curve.csv").read_text()
-    capsys.readouterr()
-    assert run([*map(str, runs), "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "learning_curve.csv").read_text() == before
+def test_a_rerun_scores_nothing_again(runs, scored, capsys):
+    out, _ = scored
+    before = (out / "learning_curve.csv").read_text()
+    assert run([*map(str, runs), "--out", str(out)]) == 0
+    assert (out / "learning_curve.csv").read_text() == before
     assert "[1/" not in capsys.readouterr().out
 
 

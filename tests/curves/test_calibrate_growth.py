@@ -31,11 +31,21 @@ def _rules(root: Path) -> dict[str, tuple]:
     return {name: (spec.eps, spec.crossing) for name, spec in load_bank(root).families.items()}
 
 
-@pytest.fixture()
-def calibrated(tmp_path: Path) -> Path:
-    root = build_synthetic_bank(tmp_path / "bank", per_split=6)
+def _calibrated_bank(folder: Path) -> Path:
+    root = build_synthetic_bank(folder / "bank", per_split=6)
     calibrate_bank(root, first=FIRST)
     return root
+
+
+@pytest.fixture()
+def calibrated(tmp_path: Path) -> Path:
+    return _calibrated_bank(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def refused_bank(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One calibrated bank for the commands refused before they read it (a refused command writes nothing)."""
+    return _calibrated_bank(tmp_path_factory.mktemp("refused"))
 
 
 def test_rules_fitted_on_the_first_curves_stay_put_as_the_bank_grows(calibrated: Path) -> None:
@@ -66,8 +76,10 @@ def test_an_unlimited_calibration_writes_no_limit_into_the_manifest(tmp_path: Pa
     (["--calibrate-on", "all", "train=3"], "must be SPLIT=N"),
     (["--calibrate-on", "train=3", "--report-only"], "drop --report-only"),
 ])
-def test_bad_calibrate_on_is_one_line_and_status_2(calibrated: Path, argv, message, capsys) -> None:
-    assert calibrate.main(["--bank", str(calibrated), *argv]) == 2
+def test_bad_calibrate_on_is_one_line_and_status_2(refused_bank: Path, argv, message, capsys) -> None:
+    manifest = (refused_bank / "manifest.json").read_text()
+    assert calibrate.main(["--bank", str(refused_bank), *argv]) == 2
+    assert (refused_bank / "manifest.json").read_text() == manifest
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
 

@@ -135,9 +135,14 @@ def test_fitting_the_expert_raises_the_likelihood_of_its_actions(bank_dir):
     assert last["agreement"] > first["agreement"]
 
 
-def test_the_recipe_exports_the_best_validated_student_with_a_manifest_and_logs(bank_dir, short_file, tmp_path):
-    run = tmp_path / "run"
-    result = train_il(tiny_il_config(bank_dir, run))
+@pytest.fixture(scope="module")
+def student(bank_dir, tmp_path_factory):
+    """One tiny MAT-IL run (:func:`tiny_il_config`), read by the tests that do not change its folder."""
+    return train_il(tiny_il_config(bank_dir, tmp_path_factory.mktemp("il") / "run"))
+
+
+def test_the_recipe_exports_the_best_validated_student_with_a_manifest_and_logs(bank_dir, short_file, student):
+    result, run = student, student.checkpoint.parent
     manifest = json.loads(result.checkpoint.with_suffix(".json").read_text())
     assert manifest["method"] == "mat-il" and manifest["paper_recipe"] is False
     scores = manifest["validation_scores"]
@@ -178,11 +183,9 @@ def test_a_finished_run_is_not_trained_again_but_an_unfinished_or_different_one_
         train_il(tiny_il_config(bank_dir, run))
 
 
-def test_the_same_seed_gives_the_same_student(bank_dir, tmp_path):
-    weights = []
-    for name in ("a", "b"):
-        result = train_il(tiny_il_config(bank_dir, tmp_path / name))
-        weights.append(torch.load(result.checkpoint, weights_only=False)["state_dict"])
+def test_the_same_seed_gives_the_same_student(bank_dir, tmp_path, student):
+    weights = [torch.load(result.checkpoint, weights_only=False)["state_dict"]
+               for result in (student, train_il(tiny_il_config(bank_dir, tmp_path / "again")))]
     assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
 
 

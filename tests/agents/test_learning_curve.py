@@ -17,10 +17,10 @@ from conftest import tiny_config
 
 @pytest.fixture(scope="module")
 def runs(bank_dir, tmp_path_factory):
-    """Two seeds of a tiny run with a snapshot at every validation (steps 20, 40, 60)."""
+    """Two seeds of a tiny run with a snapshot at every validation (steps 20 and 40)."""
     root = tmp_path_factory.mktemp("curve_runs")
     for seed in (0, 1):
-        train(tiny_config(bank_dir, root / f"seed{seed}", seed=seed, snapshot_every=20))
+        train(tiny_config(bank_dir, root / f"seed{seed}", seed=seed, steps=40, snapshot_every=20))
     return [root / "seed0", root / "seed1"]
 
 
@@ -37,10 +37,10 @@ def scored(runs, tmp_path_factory):
 def test_each_snapshot_scores_what_the_checkpoint_rule_scored_at_its_step(runs, scored):
     out, printed = scored
     rows = (out / "learning_curve.csv").read_text().splitlines()
-    assert rows[0] == "method,seed,run,step,score" and len(rows) == 1 + 6
+    assert rows[0] == "method,seed,run,step,score" and len(rows) == 1 + 4
     scored_at = {(line.split(",")[2], int(line.split(",")[3])): float(line.split(",")[4]) for line in rows[1:]}
     for run_dir in runs:
-        validated = json.loads((run_dir / "snapshots" / "step_60.json").read_text())["validation_scores"]
+        validated = json.loads((run_dir / "snapshots" / "step_40.json").read_text())["validation_scores"]
         for entry in validated:
             assert scored_at[str(run_dir), entry["step"]] == pytest.approx(entry["success_rate"], abs=1e-6)
     assert "| 40 |" in printed and "(step 40, 2 seeds)" in printed

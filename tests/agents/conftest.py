@@ -63,11 +63,11 @@ def fm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def tiny_config(bank_dir: Path, run_dir: Path, **changes: object) -> MATTrainConfig:
     """A few dozen env steps of MAT-over-WLS training (20 per update), scored on a one-episode validation
-    workload every 20 steps: fast, but the whole loop runs."""
+    workload every 20 steps: fast, but the whole loop runs (:func:`trained` adds the stress workload)."""
     groups = {"env": MARAConfig(), "ppo": PPOSettings(epochs=2, minibatches=2), "model": MATHyperParameters(dim=16),
               "finetune": FineTuneSettings()}
     settings = dict(predictor="wls", run_dir=str(run_dir), steps=60, validate_every=20, validation_roots=1,
-                    validation_episodes=1, validation_stress_episodes=1, num_envs=2, rollout_steps=10,
+                    validation_episodes=1, validation_stress_episodes=0, num_envs=2, rollout_steps=10,
                     checkpoint_every=20)
     env_changes = {"bank": str(bank_dir)}
     for name, value in changes.items():
@@ -84,8 +84,9 @@ def tiny_config(bank_dir: Path, run_dir: Path, **changes: object) -> MATTrainCon
 
 @pytest.fixture(scope="session")
 def trained(bank_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> TrainResult:
-    """One tiny training run shared by the tests that need a checkpoint."""
-    return train(tiny_config(bank_dir, tmp_path_factory.mktemp("run")))
+    """One tiny training run shared by the tests that need a checkpoint, validated on the mixture and the
+    stress workload."""
+    return train(tiny_config(bank_dir, tmp_path_factory.mktemp("run"), validation_stress_episodes=1))
 
 
 def hand_observation(history_len, remaining_steps, budget=100, nodes=2):

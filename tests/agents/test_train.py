@@ -121,7 +121,7 @@ def test_a_finished_run_given_another_out_names_the_checkpoint_it_did_not_write(
     written = first.checkpoint.stat().st_mtime_ns
     capsys.readouterr()
     assert train_cli.main(["mat", "--predictor", "wls", "--steps", "20", "--validate-every", "20", "--validation-roots",
-                           "1", "--validation-episodes", "1", "--validation-stress-episodes", "1", "--num-envs", "2",
+                           "1", "--validation-episodes", "1", "--validation-stress-episodes", "0", "--num-envs", "2",
                            "--rollout-steps", "10", "--checkpoint-every", "20", "--epochs", "2", "--minibatches", "2",
                            "--dim", "16", "--bank", str(bank_dir), "--run-dir", str(run), "--out", str(elsewhere)]) == 0
     out = capsys.readouterr().out

@@ -10,7 +10,8 @@ STAMP := $(VENV)/.installed
 # The CPU wheel of torch is found locally on the project's machines; on a GPU machine the same pin
 # from PyPI is a CUDA build (or set TORCH_SPEC to the build you want).
 TORCH_SPEC ?= torch==2.13.0
-# Test processes (pytest-xdist): one per core by default; each test module runs whole on one worker.
+# Test processes (pytest-xdist): one per core by default; each test module runs whole on one worker, the
+# modules marked `long` first (tests/conftest.py).
 TEST_WORKERS ?= auto
 
 .PHONY: install system-packages run test bench clean
@@ -40,7 +41,7 @@ run: $(RUN_STAMP)
 	$(BIN)/python evaluate.py
 
 test: install system-packages
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 bench: install
 	$(BIN)/python -m benchmarks.env_bench

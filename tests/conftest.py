@@ -26,3 +26,10 @@ def answer_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("fm-answers")
     os.environ["MARA_FM_STORE"] = str(folder)
     return folder
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules marked ``long`` first, the others after them, each in its collection order.  ``make test``
+    hands each worker whole modules in this order (``--dist loadscope --no-loadscope-reorder``): the long ones
+    start early and the many short ones fill in at the end, so the workers end at about the same time."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

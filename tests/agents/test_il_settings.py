@@ -33,6 +33,8 @@ from conftest import hand_observation
 from test_imitation import BUSY, first_and_last_fit, tiny_il_config
 from test_node_allocators import with_nodes
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 SETTING = Setting(num_nodes=4, node_speeds=(1, 1, 1, 4), switch_cost=2)
 
 

@@ -24,6 +24,8 @@ from mara_env.gym_env import MARAEnv
 
 from conftest import hand_observation
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 BUSY = 0.3  # an arrival load at which the synthetic episodes soon hold more tasks than nodes
 
 

@@ -14,6 +14,8 @@ from mara_agents.training.train import train
 
 from conftest import tiny_config
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def runs(bank_dir, tmp_path_factory):

@@ -31,6 +31,8 @@ from mara_env.features import GLOBAL_FEATURE_INDEX
 
 from conftest import SHORT_WINDOW, fifo_observations, hand_observation, tiny_config
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 M, K = 4, 5
 ABANDON = MATHyperParameters(num_nodes=M, num_slots=K, dim=8, abandon=True)
 

@@ -20,6 +20,8 @@ from mara_env.config import MARAConfig
 
 from conftest import tiny_config
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 # Few arrivals, all early: the synthetic bank's tasks have about 300 steps each, so episodes end after about
 # 330 steps, within the tests' 360 steps per environment.
 SHORT = {"arrival_window": 20, "arrival_prob": 0.3}

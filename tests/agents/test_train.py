@@ -16,6 +16,8 @@ from mara_env.workload import load_workload
 
 from conftest import tiny_config
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 
 def test_training_exports_the_best_validated_policy_with_a_manifest(trained):
     model, predictor = load_policy_model(trained.checkpoint)

@@ -7,6 +7,8 @@ import pytest
 from mara_agents.training.validation import VALIDATION_SEED, main
 from mara_env.workload import load_workload
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 
 def check_rows(output: str) -> dict[str, list[str]]:
     """Target → its printed table cells (the first two lines are the workload paths and the header; a list of

@@ -14,6 +14,8 @@ from curves.build_bank import COUNTS, plan
 from curves.calibrate import RECORDED, calibrate_bank
 from synthetic_bank import build_synthetic_bank, synthetic_losses
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 FIRST = {"train": 6, "val": 6, "test": 6}
 
 

@@ -6,6 +6,8 @@ import pytest
 
 from benchmarks.env_bench import main
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 
 def test_bench_prints_and_writes_every_figure(bank_dir, tmp_path, capsys):
     out = tmp_path / "figures.txt"

@@ -18,6 +18,8 @@ from mara_env.vector_env import MARAVectorEnv
 from mara_env.workload import Workload, save_workload
 from vector_compare import assert_same, play_both
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 SMALL = {"arrival_window": 40, "arrival_prob": 0.3}
 
 

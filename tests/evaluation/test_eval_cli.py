@@ -17,6 +17,8 @@ from eval_fixtures import workloads_fixture  # noqa: F401  (provides the workloa
 from mara_agents.evaluation.experiments import BOUND_NOTE
 from mara_agents.evaluation.report import SECTIONS
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 TOY = "eval_toy_policy:ToyPolicy"
 SECTION_HEADINGS = dict(SECTIONS)

@@ -23,6 +23,8 @@ from mara_agents.evaluation.cli import main, parse_args
 from mara_agents.evaluation.harness import Settings, evaluate as run_evaluation
 from mara_agents.evaluation.ray_executor import LOCAL, RayEvaluationError
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the Ray tests need the [ray] extra")
 
 USER_POLICIES = '''

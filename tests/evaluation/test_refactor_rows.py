@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from refactor_fixture import FIXTURE, RECORD_COMMAND, bank_content_sha256, checkpoint_hashes, play
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def recorded() -> dict:

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from test_examples import load, scalar_tags
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 SB3 = ["--n-steps", "64", "--n-envs", "2", "--episodes", "1", "--arrival-window", "20", "--forecast", "fm"]
 
 

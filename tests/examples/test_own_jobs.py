@@ -15,6 +15,8 @@ pytest.importorskip("ray", reason="the examples need the [ray] extra")
 sys.path.insert(0, str(Path(__file__).parents[1] / "evaluation"))
 from test_interrupt import descendants, wait_gone  # noqa: E402
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 

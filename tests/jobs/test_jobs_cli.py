@@ -22,6 +22,8 @@ from test_ray_eval import _command_line  # noqa: E402
 
 from mara_agents.live.jobs.__main__ import main  # noqa: E402
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 CODE = '''
 import time

@@ -25,6 +25,8 @@ from mara_env.live import LiveMARAEnv, LiveSettings, replay, replay_mismatches  
 from mara_env.live.jobs import run_offline  # noqa: E402
 from mara_env.live.tasks import tracked  # noqa: E402
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 STORE_BYTES = 100 * 1024**2
 
 

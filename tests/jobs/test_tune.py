@@ -16,6 +16,8 @@ from ray.tune.schedulers import TrialScheduler  # noqa: E402
 
 from mara_agents.live.tune import MARAScheduler  # noqa: E402
 
+pytestmark = pytest.mark.long  # started first by make test (tests/conftest.py)
+
 
 class Fit(tune.Trainable):
     """Least squares by minibatch gradient descent; its checkpoint holds the weights and the RNG, so a paused

@@ -16,7 +16,8 @@ import pytest
 from curves.data.fashion_mnist import DEFAULT_DIR
 
 ray = pytest.importorskip("ray", reason="the Ray tests need the [ray] extra")
-pytestmark = pytest.mark.skipif(not DEFAULT_DIR.is_dir(), reason="needs apt-get install dataset-fashion-mnist")
+pytestmark = [pytest.mark.long,  # started first by make test (tests/conftest.py)
+              pytest.mark.skipif(not DEFAULT_DIR.is_dir(), reason="needs apt-get install dataset-fashion-mnist")]
 
 from curves.bank import load_bank  # noqa: E402
 from mara_agents import make_policy  # noqa: E402

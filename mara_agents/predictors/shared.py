@@ -37,7 +37,7 @@ import numpy as np
 
 from mara_agents.predictors.answer_files import AnswerFiles, store_root
 from mara_agents.predictors.base import MIN_INVARIANT_BATCH, Predictor, PredictorQuery
-from mara_agents.predictors.digest_table import DigestTable, as_keys
+from mara_agents.predictors.digest_table import DigestTable, as_keys, distinct_keys
 
 CAPACITY = 600_000  # rows held at most, in memory (its size: docs/research/performance.md) and in each predictor's files
 FLUSH_ROWS = 50_000  # computed rows written to one answer file
@@ -245,10 +245,7 @@ class SharedAnswers:
             self._table = DigestTable(self.capacity)
         if not len(keys):
             return np.zeros(0, dtype=np.int64)
-        distinct: dict[tuple[int, int], int] = {}
-        for row, pair in enumerate(map(tuple, keys.tolist())):
-            distinct.setdefault(pair, row)
-        first = np.fromiter(distinct.values(), dtype=np.int64, count=len(distinct))
+        first = distinct_keys(keys)
         if not looked_up:
             first = first[self._table.lookup_keys(keys[first]) < 0]
         if first.size > self.capacity:
